@@ -1,0 +1,32 @@
+"""Shared pytest fixtures: where the build is, and the flashkv_testing module built from the C++ code."""
+import os
+import pathlib
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BUILD = pathlib.Path(os.environ.get("FLASHKV_BUILD_DIR", ROOT / "build"))
+sys.path.insert(0, str(BUILD / "python_testing"))
+sys.path.insert(0, str(ROOT / "tests"))
+
+
+@pytest.fixture(scope="session")
+def build_dir() -> pathlib.Path:
+    return BUILD
+
+
+@pytest.fixture(scope="session")
+def cli(build_dir) -> pathlib.Path:
+    """Path of the built `flashkv` program."""
+    path = build_dir / "flashkv"
+    assert path.exists(), f"{path} missing: build first (scripts/build)"
+    return path
+
+
+@pytest.fixture(scope="session")
+def fkt():
+    """The flashkv_testing pybind11 module (C++ internals exposed for oracle tests)."""
+    import flashkv_testing  # noqa: PLC0415 -- built by CMake; a missing module is a build failure
+
+    return flashkv_testing
