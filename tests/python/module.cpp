@@ -1,0 +1,12 @@
+// flashkv_testing: test-only Python bindings of flashkv internals. Each bind_*.cpp file in this folder
+// defines one bind_<mechanism>(module) function; add it to the list below.
+#include <pybind11/pybind11.h>
+
+namespace flashkv::testing {
+void bind_formats(pybind11::module_& m);
+}  // namespace flashkv::testing
+
+PYBIND11_MODULE(flashkv_testing, m) {
+  m.doc() = "flashkv internals exposed for oracle tests (not a public API)";
+  flashkv::testing::bind_formats(m);
+}
