@@ -5,6 +5,9 @@ import sys
 
 import pytest
 
+# Tests use small arrays on a 2-core CI machine: BLAS worker threads only contend. Set before any test imports numpy.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BUILD = pathlib.Path(os.environ.get("FLASHKV_BUILD_DIR", ROOT / "build"))
 sys.path.insert(0, str(BUILD / "python_testing"))
