@@ -73,6 +73,9 @@ class Model:
         self.token_map = token_map(config, engram_token_map) if self.engram else None
         self.index_key_quirk = index_key_quirk
         self.owner_ratio = {role.index: role.ratio for role in self.plan if role.is_kv_source}
+        self.engram_weights = {layer: {name.removeprefix(f"layers.{layer}."): value
+                                       for name, value in self.weights.items()
+                                       if name.startswith(f"layers.{layer}.engram.")} for layer in self.engram}
 
     # -----------------------------------------------------------------------------------------------------
     # Ways to run
@@ -215,9 +218,7 @@ class Model:
         if role.engram_slot < 0:
             return streams
         rows = hash_rows(ngrams, self.engram[role.index], self.config.engram_n_heads)
-        weights = {name.removeprefix(f"layers.{role.index}."): value for name, value in self.weights.items()
-                   if name.startswith(f"layers.{role.index}.engram.")}
-        streams = engram_update(streams, rows, weights, self.config, self.numerics)
+        streams = engram_update(streams, rows, self.engram_weights[role.index], self.config, self.numerics)
         ctx.record(role.index, "engram_rows", rows)
         ctx.record(role.index, "engram_streams", streams)
         return streams

@@ -152,6 +152,8 @@ def load_checkpoint(model_dir: str | pathlib.Path) -> tuple[Config, dict[str, np
     """Reads DIR/config.json and the safetensors shards (via model.safetensors.index.json, or a single
     model.safetensors); returns the config and the dequantized float32 weights of its inventory."""
     model_dir = pathlib.Path(model_dir)
+    if not model_dir.is_dir():
+        raise WeightError(f"checkpoint directory {model_dir} does not exist")
     config = load_config(model_dir)
     raw = _read_raw_tensors(model_dir)
     weights = {}
