@@ -5,9 +5,9 @@
 // - load_model_config / parse_model_config read a Hugging Face config.json of model_type `deepseek_v41`
 //   (text fields at the top level or nested in `text_config`; `vision_config` and other out-of-scope keys are
 //   ignored) and return a ModelConfig that has passed validate_model_config. Field names are those of the
-//   released checkpoint (see docs/config.md for the source of every name). Fields that determine tensor shapes
-//   or the layer schedule are required; numeric constants that do not (rope_theta, rms_norm_eps, ...) default
-//   to the DeepSeek-V4.1-Flash values of spec/MODEL.md §1.1 when absent.
+//   released checkpoint (see docs/config.md for the source of every name). Fields that determine tensor
+//   shapes or the layer schedule are required; numeric constants that do not (rope_theta, rms_norm_eps, ...)
+//   default to the DeepSeek-V4.1-Flash values of spec/MODEL.md §1.1 when absent.
 // - make_layer_plan derives every layer's role from the config by the rules of spec/MODEL.md §1.2; nothing is
 //   hard-coded for the official 40-layer schedule.
 // - make_memory_report computes record sizes from channel counts (§2.2) and sums them per the plan.
@@ -44,6 +44,7 @@ struct QuantizationConfig {
   std::string scale_fmt;                   // e.g. "ue8m0"
   std::string activation_scheme;           // e.g. "dynamic"
   std::vector<int64_t> weight_block_size;  // e.g. {32, 32}; empty when absent
+  std::string expert_dtype;                // "fp4" (MXFP4 routed experts) or "fp8"; empty when absent
 };
 
 // The text model of a deepseek_v41 checkpoint. Layer ids are 0-based indices into the backbone (and, for
@@ -91,6 +92,8 @@ struct ModelConfig {
   std::string topk_method = "noaux_tc";
   bool norm_topk_prob = true;
   double routed_scaling_factor = 1.5;
+  double gate_temp = 1.0;  // router logits are divided by it (TRT-LLM name); 1 in the release
+  std::string hidden_act = "silu";
   double swiglu_limit = 10.0;
 
   // Norms and mHC.
@@ -161,8 +164,8 @@ struct LayerRole {
   int index = 0;
   int ratio = 0;
   AttentionMode mode = AttentionMode::kSwaOnly;
-  int kv_owner = -1;               // layer whose compressed KV and index keys this layer reads; -1 for ratio 0
-  int topk_source = -1;            // layer whose top-k selection this layer uses; -1 for ratio 0
+  int kv_owner = -1;     // layer whose compressed KV and index keys this layer reads; -1 for ratio 0
+  int topk_source = -1;  // layer whose top-k selection this layer uses; -1 for ratio 0
   int candidate_pool_source = -1;  // layer whose candidate pool restricts this layer's scores; -1 if none
   bool is_kv_source = false;
   bool is_index_source = false;
@@ -181,7 +184,8 @@ struct LayerPlan {
   int num_dspark_stages = 0;     // draft stages after the backbone (SWA-only when their ratio is 0)
 };
 
-// Derives the plan from a validated config. Throws Error(kInvalidConfig) if the config breaks a schedule rule.
+// Derives the plan from a validated config. Throws Error(kInvalidConfig) if the config breaks a schedule
+// rule.
 LayerPlan make_layer_plan(const ModelConfig& config);
 
 // Stable lower-case names used by `flashkv info` text and JSON: "swa", "full", "reindex", "reuse";
@@ -196,22 +200,22 @@ std::string_view layer_side_name(LayerSide side) noexcept;
 // One KV-source layer's share of the global (persistent) KV cache.
 struct KvSourceFootprint {
   int layer = 0;
-  int ratio = 0;                // one entry per `ratio` tokens
-  uint64_t entry_bytes = 0;     // NVFP4 compressed entry
-  uint64_t index_key_bytes = 0; // MXFP4 index key
+  int ratio = 0;                 // one entry per `ratio` tokens
+  uint64_t entry_bytes = 0;      // NVFP4 compressed entry
+  uint64_t index_key_bytes = 0;  // MXFP4 index key
 };
 
 // Parameter counts per component, from the config shapes (backbone only; DSpark counted separately).
 struct ParameterCounts {
-  uint64_t embedding = 0;       // embed
-  uint64_t head = 0;            // lm head
-  uint64_t attention = 0;       // all layers: q/kv/o projections, norms, sink
+  uint64_t embedding = 0;  // embed
+  uint64_t head = 0;       // lm head
+  uint64_t attention = 0;  // all layers: q/kv/o projections, norms, sink
   uint64_t compressor_indexer = 0;
   uint64_t mhc = 0;
   uint64_t router = 0;
   uint64_t routed_experts = 0;
   uint64_t shared_experts = 0;
-  uint64_t norms = 0;           // attn_norm, ffn_norm, final norm
+  uint64_t norms = 0;  // attn_norm, ffn_norm, final norm
   uint64_t engram_tables = 0;
   uint64_t engram_projections = 0;
   uint64_t total = 0;
@@ -223,8 +227,8 @@ struct MemoryReport {
   uint64_t index_key_bytes = 0;   // MXFP4 record of index_head_dim channels (68 for 128)
   uint64_t window_row_bytes = 0;  // FP8 record of head_dim channels (528 for 512)
   std::vector<KvSourceFootprint> kv_sources;
-  double global_kv_bytes_per_token = 0;          // Σ (entry + key) / ratio over KV sources (890 official)
-  uint64_t window_bytes_per_session = 0;         // layers × sliding_window × window row
+  double global_kv_bytes_per_token = 0;             // Σ (entry + key) / ratio over KV sources (890 official)
+  uint64_t window_bytes_per_session = 0;            // layers × sliding_window × window row
   uint64_t compressor_state_bytes_per_session = 0;  // ratio-2 owners × 2 × head_dim × 4 (fp32 v and g)
   ParameterCounts parameters;
   uint64_t weight_bytes = 0;  // estimate by storage format (FP8 32x32 blocks, MXFP4 experts, BF16/FP32 rest)

@@ -1,12 +1,58 @@
-// flashkv — command-line front end. Subcommands are added per milestone; output formats stay stable.
+// flashkv — command-line front end. Subcommands are added per milestone; output formats stay stable
+// (docs/config.md describes `info`).
 #include <cstdio>
+#include <exception>
+#include <span>
 #include <string_view>
+#include <vector>
+
+#include "info_command.hpp"
+
+#ifndef FLASHKV_VERSION_STRING
+#define FLASHKV_VERSION_STRING "unknown"
+#endif
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: flashkv info PATH [--json]\n"
+    "       flashkv --help | --version\n"
+    "\n"
+    "commands:\n"
+    "  info PATH [--json]  describe a checkpoint directory or a config.json: config summary, layer plan,\n"
+    "                      memory report (and the tensor listing for a checkpoint directory)\n"
+    "\n"
+    "exit status: 0 success, 1 runtime error (message on stderr), 2 usage error\n";
+
+int run(int argc, char** argv) {
+  const std::vector<std::string_view> args(argv + 1, argv + argc);
+  if (args.empty()) {
+    std::fputs(kUsage, stdout);
+    return 2;
+  }
+  const std::string_view command = args.front();
+  if (command == "--help" || command == "-h" || command == "help") {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
+  if (command == "--version") {
+    std::printf("flashkv %s\n", FLASHKV_VERSION_STRING);
+    return 0;
+  }
+  if (command == "info") return flashkv::cli::run_info(std::span(args).subspan(1));
+  std::fprintf(stderr, "flashkv: unknown command '%.*s' (see flashkv --help)\n",
+               static_cast<int>(command.size()), command.data());
+  return 2;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || std::string_view(argv[1]) == "--help") {
-    std::puts("usage: flashkv info PATH [--json]");
-    return argc < 2 ? 2 : 0;
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    // Errors the commands did not expect (allocation failure, a bug): still one line and a failing status.
+    std::fprintf(stderr, "flashkv: internal error: %s\n", e.what());
+    return 1;
   }
-  std::fprintf(stderr, "flashkv: unknown command '%s'\n", argv[1]);
-  return 2;
 }
