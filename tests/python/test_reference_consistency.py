@@ -216,3 +216,14 @@ def test_second_tiny_config_prefill_then_decode_equals_full_forward():
     assert relative_error(full, inc) <= 1e-6
     for layer in index_layers(model):
         assert np.array_equal(full_dump[f"layer{layer}.topk"], inc_dump[f"layer{layer}.topk"]), layer
+
+
+@pytest.mark.parametrize("quirk", [False, True])
+def test_decoding_from_a_single_token_prompt_equals_the_full_forward(tiny, quirk):
+    """Starts with empty caches: no entry visible, no pool, nothing published yet. With at most 12 ratio-2
+    entries (< index_topk) every visible entry is selected whatever the scores, so even the quirk agrees."""
+    config, weights, ids = tiny
+    model = Model(config, weights, "clean", index_key_quirk=quirk)
+    full, _, _ = full_run(model, ids[:24])
+    inc, _, _ = decode_run(model, ids[:1], ids[1:24])
+    assert relative_error(full, inc) <= 1e-9

@@ -112,7 +112,8 @@ def test_rope_rotates_the_last_channels_in_adjacent_pairs(rng):
     out = rope.apply(x, np.array([s]))
     assert np.array_equal(out[0, :48], x[0, :48])  # only the last qk_rope_head_dim = 16 channels move
     for i in range(8):
-        z = complex(x[0, 48 + 2 * i], x[0, 49 + 2 * i]) * complex(math.cos(s * rope.freqs[i]), math.sin(s * rope.freqs[i]))
+        angle = s * rope.freqs[i]
+        z = complex(x[0, 48 + 2 * i], x[0, 49 + 2 * i]) * complex(math.cos(angle), math.sin(angle))
         assert out[0, 48 + 2 * i] == pytest.approx(z.real, abs=1e-12)
         assert out[0, 49 + 2 * i] == pytest.approx(z.imag, abs=1e-12)
 

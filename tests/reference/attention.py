@@ -42,7 +42,7 @@ def attention_with_sink(q: np.ndarray, window_keys: np.ndarray, window_visible: 
     logits = np.einsum("nhd,md->nhm", q, window_keys) * scale
     logits = np.where(window_visible[:, None, :], logits, -np.inf)
     values = None
-    if selection is not None and entries is not None:
+    if selection is not None and entries is not None and entries.shape[0] > 0:
         valid = selection >= 0
         gathered = entries[np.where(valid, selection, 0)]  # [n, k, d]
         entry_logits = np.einsum("nhd,nkd->nhk", q, gathered) * scale

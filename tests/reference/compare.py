@@ -161,7 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     else:
         for key, value in report.items():
             print(f"{key}: {value}")
-    logits_ok = all(report[k]["relative_error"] <= args.rtol for k in ("prefill_logits", "decode_logits") if k in report)
+    logits_ok = all(report[k]["relative_error"] <= args.rtol for k in ("prefill_logits", "decode_logits")
+                    if k in report)
     return 0 if logits_ok and not mismatches and report.get("tokens_equal", True) else 1
 
 

@@ -7,6 +7,8 @@
 uses in-memory random weights of a built-in config instead (official, tiny, tiny_alt -- the official one is far too
 large). With --json one JSON object is printed: tokens (greedy), logits_last (first 16 logits from which the last
 token was chosen; the prefill's when -n 0), prefill_logits_last (first 16 of the prompt's last-row logits).
+An `engram_token_map.json` in DIR (a JSON list: vocab id -> compressed id) replaces the tiny-checkpoint rule
+c = id mod engram_compressed_vocab_size; the official checkpoint needs it (built from its tokenizer, MODEL.md §7).
 --golden FILE.npz writes the prompt, tokens, every prefill-row logits (last row only under CED), the decode
 logits of each step, and with --dump the per-layer dumps of the whole run (tests/reference/dumps.py keys).
 Exit status: 0 done, 2 bad input (the message names the file, field or tensor).
@@ -16,16 +18,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import pathlib
 import sys
 
 import numpy as np
 
-from .config import ConfigError
 from .dumps import Dump, merge_dumps
-from .engram import EngramError
 from .model import Model, ModelError
 from .presets import preset
-from .weights import WeightError, load_checkpoint, random_weights
+from .weights import load_checkpoint, random_weights
 
 LOGITS_SHOWN = 16
 
@@ -40,13 +41,20 @@ def parse_ids(text: str) -> list[int]:
     return ids
 
 
+TOKEN_MAP_FILE = "engram_token_map.json"  # optional: the tokenizer-derived Engram map (§7 step 1), a list of ids
+
+
 def build_model(args) -> Model:
+    token_map = None
     if args.model:
         config, weights = load_checkpoint(args.model)
+        map_file = pathlib.Path(args.model) / TOKEN_MAP_FILE
+        if map_file.is_file():
+            token_map = np.array(json.loads(map_file.read_text(encoding="utf-8")), dtype=np.int64)
     else:
         config = preset(args.preset)
         weights = random_weights(config, args.seed)
-    return Model(config, weights, args.numerics, index_key_quirk=args.index_key_quirk)
+    return Model(config, weights, args.numerics, index_key_quirk=args.index_key_quirk, engram_token_map=token_map)
 
 
 def run(model: Model, prompt: list[int], steps: int, prefill: str, want_dump: bool) -> dict:
@@ -95,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         prompt = parse_ids(args.prompt_ids)
         model = build_model(args)
         result = run(model, prompt, args.n, args.prefill, args.dump and bool(args.golden))
-    except (ConfigError, WeightError, EngramError, ModelError, KeyError) as error:
+    except (ValueError, KeyError, OSError) as error:  # ConfigError, WeightError, EngramError, ModelError, bad JSON
         print(f"error: {error}", file=sys.stderr)
         return 2
     if args.golden:
