@@ -10,7 +10,7 @@ namespace flashkv::cli {
 
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 json layer_ref(int layer) {
   return layer < 0 ? json(nullptr) : json(layer);
