@@ -1,0 +1,402 @@
+// KV record quantizers on the GPU (contract in kv_quant.cuh).
+//
+// Work split: a thread owns one "chunk" of 32 input bytes of a row (8 fp32 or 16 BF16 channels) and
+// loads it with two 16-byte loads; the 2..4 lanes sharing a scale block combine their partial amax
+// with warp shuffles (NVFP4 from BF16 needs none: a chunk is a whole block). A CTA covers whole rows,
+// so a row's record is written by consecutive lanes: packed data as one contiguous run, the scale
+// bytes as a second run. The grid is sized to the resident capacity of the device and strides over
+// rows, so any n runs with full occupancy and no tail wave.
+//
+// Numerics: records are byte-identical to the host codecs of <flashkv/numeric/kv_records.hpp>. Block
+// scales come from the host functions themselves, compiled for the device (they use explicit _rn
+// arithmetic, so nvcc's FMA contraction cannot change them); element codes come from the exact
+// shortcuts of kv_element_codecs.cuh, proven equal to the host encoders by exhaustive device tests.
+#include "kv_quant.cuh"
+
+#include <flashkv/numeric/kv_records.hpp>
+#include <flashkv/numeric/scalar_codecs.hpp>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "cuda_check.cuh"
+#include "kv_element_codecs.cuh"
+#include "kv_quant_args.hpp"
+
+namespace flashkv::cuda {
+namespace {
+
+namespace nm = flashkv::numeric;
+
+constexpr int kChunkBytesIn = 32;  // input bytes per thread: two 16-byte loads
+constexpr int kMinThreads = 256;   // CTA size unless one row needs more threads
+constexpr unsigned kFullMask = 0xffffffffu;
+
+// ---- record kinds ------------------------------------------------------------------------------
+// Each kind states its block size and element width, chooses the block scale with the host function,
+// and encodes a chunk of elements with the exact shortcuts of kv_element_codecs.cuh. Decoding reuses
+// the host functions as they are (a dequantizer has fewer elements per byte moved).
+
+struct Fp8Row {
+  static constexpr int kBlock = nm::kFp8RowBlock;
+  static constexpr int kBitsPerChannel = 8;
+  __host__ __device__ static size_t record_bytes(int C) { return nm::fp8_row_bytes(C); }
+  __device__ static uint8_t scale_code(float amax) { return nm::fp8_block_scale_code(amax); }
+  __device__ static float scale_value(uint8_t code) { return nm::e8m0_to_float(code); }
+  template <int N>
+  __device__ static void encode(const float (&x)[N], float scale, uint32_t (&packed)[N / 4]) {
+    const float inverse = nm::div_rn(1.0f, scale);  // exact: scale is a power of two
+#pragma unroll
+    for (int w = 0; w < N / 4; ++w) {
+      const float* v = &x[4 * w];
+      const uint32_t lo = kv_fast::e4m3x2_codes(nm::mul_rn(v[0], inverse), nm::mul_rn(v[1], inverse));
+      const uint32_t hi = kv_fast::e4m3x2_codes(nm::mul_rn(v[2], inverse), nm::mul_rn(v[3], inverse));
+      packed[w] = lo | (hi << 16);
+    }
+  }
+  __device__ static float decode(uint32_t code, float scale) { return nm::fp8_decode(static_cast<uint8_t>(code), scale); }
+};
+
+struct Nvfp4Entry {
+  static constexpr int kBlock = nm::kNvfp4Block;
+  static constexpr int kBitsPerChannel = 4;
+  __host__ __device__ static size_t record_bytes(int C) { return nm::nvfp4_entry_bytes(C); }
+  __device__ static uint8_t scale_code(float amax) { return nm::nvfp4_block_scale_code(amax); }
+  __device__ static float scale_value(uint8_t code) { return nm::e4m3_to_float(code); }
+  template <int N>
+  __device__ static void encode(const float (&x)[N], float scale, uint32_t (&packed)[N / 8]) {
+    const float reciprocal = nm::div_rn(1.0f, scale);
+#pragma unroll
+    for (int w = 0; w < N / 8; ++w) {
+      uint32_t word = 0;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const float v = x[8 * w + i];
+        const float quotient = kv_fast::divide_by_scale(fabsf(v), scale, reciprocal);
+        word |= kv_fast::e2m1_code(quotient, v) << (4 * i);
+      }
+      packed[w] = word;
+    }
+  }
+  __device__ static float decode(uint32_t code, float scale) { return nm::fp4_decode(static_cast<uint8_t>(code), scale); }
+};
+
+struct Mxfp4Key {
+  static constexpr int kBlock = nm::kMxfp4Block;
+  static constexpr int kBitsPerChannel = 4;
+  __host__ __device__ static size_t record_bytes(int C) { return nm::mxfp4_key_bytes(C); }
+  __device__ static uint8_t scale_code(float amax) { return nm::mxfp4_block_scale_code(amax); }
+  __device__ static float scale_value(uint8_t code) { return nm::e8m0_to_float(code); }
+  template <int N>
+  __device__ static void encode(const float (&x)[N], float scale, uint32_t (&packed)[N / 8]) {
+    const float inverse = nm::div_rn(1.0f, scale);  // exact: scale is a power of two
+#pragma unroll
+    for (int w = 0; w < N / 8; ++w) {
+      uint32_t word = 0;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const float v = x[8 * w + i];
+        word |= kv_fast::e2m1_code(nm::mul_rn(fabsf(v), inverse), v) << (4 * i);
+      }
+      packed[w] = word;
+    }
+  }
+  __device__ static float decode(uint32_t code, float scale) { return nm::fp4_decode(static_cast<uint8_t>(code), scale); }
+};
+
+// ---- input element types -----------------------------------------------------------------------
+
+struct F32In {
+  using Storage = float;
+  static constexpr int kChannels = kChunkBytesIn / 4;
+  __device__ static float to_float(float v) { return v; }
+};
+
+struct Bf16In {
+  using Storage = uint16_t;
+  static constexpr int kChannels = kChunkBytesIn / 2;
+  __device__ static float to_float(uint16_t v) { return nm::bf16_to_float(v); }
+};
+
+// ---- memory access -----------------------------------------------------------------------------
+
+// Loads one chunk (32 bytes) as fp32 values; kVector: the address is 16-byte aligned.
+template <class In, bool kVector>
+__device__ void load_chunk(const typename In::Storage* src, float (&x)[In::kChannels]) {
+  if constexpr (kVector) {
+    const uint4* src4 = reinterpret_cast<const uint4*>(src);
+    const uint4 lo = __ldg(src4);
+    const uint4 hi = __ldg(src4 + 1);
+    const uint32_t words[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+    if constexpr (In::kChannels == 8) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) x[i] = __uint_as_float(words[i]);
+    } else {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        x[2 * i] = In::to_float(static_cast<uint16_t>(words[i] & 0xffffu));
+        x[2 * i + 1] = In::to_float(static_cast<uint16_t>(words[i] >> 16));
+      }
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < In::kChannels; ++i) x[i] = In::to_float(src[i]);
+  }
+}
+
+// Stores `kBytes` bytes of `packed` (little-endian: byte 0 first) at `dst`, with the widest
+// accesses its runtime alignment allows (records of odd strides are not 16-byte aligned).
+template <int kBytes>
+__device__ void store_packed(uint8_t* dst, const uint32_t (&packed)[(kBytes + 3) / 4]) {
+  const auto address = reinterpret_cast<uintptr_t>(dst);
+  if constexpr (kBytes == 16) {
+    if ((address & 15u) == 0) {
+      *reinterpret_cast<uint4*>(dst) = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+      return;
+    }
+  }
+  if constexpr (kBytes >= 8) {
+    if ((address & 7u) == 0) {
+#pragma unroll
+      for (int i = 0; i < kBytes / 8; ++i) {
+        reinterpret_cast<uint2*>(dst)[i] = make_uint2(packed[2 * i], packed[2 * i + 1]);
+      }
+      return;
+    }
+  }
+  if ((address & 3u) == 0) {
+#pragma unroll
+    for (int i = 0; i < kBytes / 4; ++i) reinterpret_cast<uint32_t*>(dst)[i] = packed[i];
+    return;
+  }
+#pragma unroll
+  for (int i = 0; i < kBytes; ++i) dst[i] = static_cast<uint8_t>(packed[i / 4] >> (8 * (i % 4)));
+}
+
+// Loads `kBytes` packed bytes from `src` into little-endian words, widest access the alignment allows.
+template <int kBytes>
+__device__ void load_packed(const uint8_t* src, uint32_t (&packed)[(kBytes + 3) / 4]) {
+  const auto address = reinterpret_cast<uintptr_t>(src);
+  if constexpr (kBytes >= 8) {
+    if ((address & 7u) == 0) {
+#pragma unroll
+      for (int i = 0; i < kBytes / 8; ++i) {
+        const uint2 v = __ldg(reinterpret_cast<const uint2*>(src) + i);
+        packed[2 * i] = v.x;
+        packed[2 * i + 1] = v.y;
+      }
+      return;
+    }
+  }
+  if ((address & 3u) == 0) {
+#pragma unroll
+    for (int i = 0; i < kBytes / 4; ++i) packed[i] = __ldg(reinterpret_cast<const uint32_t*>(src) + i);
+    return;
+  }
+#pragma unroll
+  for (int i = 0; i < (kBytes + 3) / 4; ++i) packed[i] = 0;
+#pragma unroll
+  for (int i = 0; i < kBytes; ++i) packed[i / 4] |= static_cast<uint32_t>(__ldg(src + i)) << (8 * (i % 4));
+}
+
+// Max over the `kLanes` consecutive lanes (a power of two dividing 32) that share a scale block;
+// NaN-propagating like the host's block_amax, so a poisoned block gets the same scale on both sides.
+template <int kLanes>
+__device__ float group_max(float v) {
+#pragma unroll
+  for (int offset = 1; offset < kLanes; offset *= 2) v = kv_fast::amax_combine(v, __shfl_xor_sync(kFullMask, v, offset));
+  return v;
+}
+
+// ---- kernels -----------------------------------------------------------------------------------
+
+// Row geometry shared by launcher and kernel: which rows and chunk a thread owns.
+struct Tiling {
+  int threads;        // CTA size
+  int rows_per_tile;  // rows a CTA covers per loop iteration
+};
+
+template <class Kind, class In, bool kVectorIn>
+__global__ void __launch_bounds__(1024)
+    quantize_kernel(const typename In::Storage* __restrict__ rows, int64_t n, int C, uint8_t* __restrict__ records,
+                    int rows_per_tile) {
+  constexpr int kChannels = In::kChannels;
+  constexpr int kLanesPerBlock = Kind::kBlock / kChannels > 0 ? Kind::kBlock / kChannels : 1;
+  static_assert(Kind::kBlock % kChannels == 0, "a chunk must not straddle two scale blocks");
+  constexpr int kOutBytes = kChannels * Kind::kBitsPerChannel / 8;
+
+  const int chunks_per_row = C / kChannels;
+  const int row_in_tile = static_cast<int>(threadIdx.x) / chunks_per_row;
+  const int chunk = static_cast<int>(threadIdx.x) - row_in_tile * chunks_per_row;
+  const bool thread_has_row = row_in_tile < rows_per_tile;
+  const size_t record_bytes = Kind::record_bytes(C);
+  const size_t data_bytes = static_cast<size_t>(C) * Kind::kBitsPerChannel / 8;
+
+  // The loop condition is uniform over the CTA, so every lane reaches the shuffles.
+  for (int64_t tile = static_cast<int64_t>(blockIdx.x) * rows_per_tile; tile < n;
+       tile += static_cast<int64_t>(gridDim.x) * rows_per_tile) {
+    const int64_t row = tile + row_in_tile;
+    const bool active = thread_has_row && row < n;
+    float x[kChannels];
+    if (active) {
+      load_chunk<In, kVectorIn>(rows + row * C + static_cast<int64_t>(chunk) * kChannels, x);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kChannels; ++i) x[i] = 0.0f;
+    }
+    float amax = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kChannels; ++i) amax = kv_fast::amax_update(amax, x[i]);
+    amax = group_max<kLanesPerBlock>(amax);
+    if (!active) continue;
+
+    const uint8_t scale_code = Kind::scale_code(amax);
+    const float scale = Kind::scale_value(scale_code);
+    uint32_t packed[kOutBytes / 4];
+    if (nm::is_nan(scale)) {
+      // A poisoned block (NaN/Inf inside, or an NVFP4 scale past 448): all codes 0, as on the host.
+#pragma unroll
+      for (uint32_t& word : packed) word = 0;
+    } else {
+      Kind::encode(x, scale, packed);
+    }
+    uint8_t* record = records + static_cast<size_t>(row) * record_bytes;
+    store_packed<kOutBytes>(record + static_cast<size_t>(chunk) * kOutBytes, packed);
+    if (chunk % kLanesPerBlock == 0) record[data_bytes + chunk / kLanesPerBlock] = scale_code;
+  }
+}
+
+// Dequantizer: a thread decodes 8 channels (4 or 8 packed bytes) into 32 bytes of fp32.
+constexpr int kDequantChannels = 8;
+
+template <class Kind, bool kVectorOut>
+__global__ void __launch_bounds__(1024)
+    dequantize_kernel(const uint8_t* __restrict__ records, int64_t n, int C, float* __restrict__ rows,
+                      int rows_per_tile) {
+  constexpr int kInBytes = kDequantChannels * Kind::kBitsPerChannel / 8;
+  constexpr int kCodesPerWord = 32 / Kind::kBitsPerChannel;
+  constexpr uint32_t kCodeMask = (1u << Kind::kBitsPerChannel) - 1u;
+  constexpr int kChunksPerBlock = Kind::kBlock / kDequantChannels;
+
+  const int chunks_per_row = C / kDequantChannels;
+  const int row_in_tile = static_cast<int>(threadIdx.x) / chunks_per_row;
+  const int chunk = static_cast<int>(threadIdx.x) - row_in_tile * chunks_per_row;
+  if (row_in_tile >= rows_per_tile) return;  // no shuffles here: idle lanes may leave
+  const size_t record_bytes = Kind::record_bytes(C);
+  const size_t data_bytes = static_cast<size_t>(C) * Kind::kBitsPerChannel / 8;
+
+  for (int64_t row = static_cast<int64_t>(blockIdx.x) * rows_per_tile + row_in_tile; row < n;
+       row += static_cast<int64_t>(gridDim.x) * rows_per_tile) {
+    const uint8_t* record = records + static_cast<size_t>(row) * record_bytes;
+    uint32_t packed[(kInBytes + 3) / 4];
+    load_packed<kInBytes>(record + static_cast<size_t>(chunk) * kInBytes, packed);
+    const float scale = Kind::scale_value(__ldg(record + data_bytes + chunk / kChunksPerBlock));
+    float y[kDequantChannels];
+#pragma unroll
+    for (int i = 0; i < kDequantChannels; ++i) {
+      const uint32_t code = (packed[i / kCodesPerWord] >> (Kind::kBitsPerChannel * (i % kCodesPerWord))) & kCodeMask;
+      y[i] = Kind::decode(code, scale);
+    }
+    float* dst = rows + row * C + static_cast<int64_t>(chunk) * kDequantChannels;
+    if constexpr (kVectorOut) {
+      reinterpret_cast<float4*>(dst)[0] = make_float4(y[0], y[1], y[2], y[3]);
+      reinterpret_cast<float4*>(dst)[1] = make_float4(y[4], y[5], y[6], y[7]);
+    } else {
+#pragma unroll
+      for (int i = 0; i < kDequantChannels; ++i) dst[i] = y[i];
+    }
+  }
+}
+
+// ---- launch ------------------------------------------------------------------------------------
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+// A CTA covers whole rows: 256 threads, or one row's chunks rounded up to whole warps when a row needs
+// more (C up to kMaxKvChannels keeps that within 1024).
+Tiling tiling_for(int chunks_per_row) {
+  if (chunks_per_row <= kMinThreads) return {kMinThreads, kMinThreads / chunks_per_row};
+  return {(chunks_per_row + 31) / 32 * 32, 1};
+}
+
+// Enough CTAs to fill every SM at the kernel's occupancy, fewer when the rows run out first.
+template <typename Kernel>
+int grid_for(Kernel kernel, const Tiling& tiling, int64_t n) {
+  int device = 0, sms = 0, per_sm = 0;
+  FKV_CUDA_CHECK(cudaGetDevice(&device));
+  FKV_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  FKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, tiling.threads, 0));
+  const int64_t resident = static_cast<int64_t>(sms) * (per_sm > 0 ? per_sm : 1);
+  const int64_t needed = (n + tiling.rows_per_tile - 1) / tiling.rows_per_tile;
+  return static_cast<int>(needed < resident ? needed : resident);
+}
+
+template <class Kind, class In>
+void launch_quantize(const char* function, const typename In::Storage* rows, int64_t n, int C, uint8_t* records,
+                     cudaStream_t stream) {
+  validate_kv_quant_args({function, rows, static_cast<size_t>(C) * sizeof(typename In::Storage), records,
+                          Kind::record_bytes(C), n, C, Kind::kBlock});
+  if (n == 0) return;
+  const Tiling tiling = tiling_for(C / In::kChannels);
+  auto launch = [&](auto kernel) {
+    kernel<<<grid_for(kernel, tiling, n), tiling.threads, 0, stream>>>(rows, n, C, records, tiling.rows_per_tile);
+    FKV_CUDA_CHECK_LAUNCH();
+  };
+  if (aligned16(rows)) {
+    launch(quantize_kernel<Kind, In, true>);
+  } else {
+    launch(quantize_kernel<Kind, In, false>);
+  }
+}
+
+template <class Kind>
+void launch_dequantize(const char* function, const uint8_t* records, int64_t n, int C, float* rows,
+                       cudaStream_t stream) {
+  validate_kv_quant_args(
+      {function, records, Kind::record_bytes(C), rows, static_cast<size_t>(C) * sizeof(float), n, C, Kind::kBlock});
+  if (n == 0) return;
+  const Tiling tiling = tiling_for(C / kDequantChannels);
+  auto launch = [&](auto kernel) {
+    kernel<<<grid_for(kernel, tiling, n), tiling.threads, 0, stream>>>(records, n, C, rows, tiling.rows_per_tile);
+    FKV_CUDA_CHECK_LAUNCH();
+  };
+  if (aligned16(rows)) {
+    launch(dequantize_kernel<Kind, true>);
+  } else {
+    launch(dequantize_kernel<Kind, false>);
+  }
+}
+
+}  // namespace
+
+void quantize_fp8_rows(const float* rows, int64_t n, int C, uint8_t* records, cudaStream_t stream) {
+  launch_quantize<Fp8Row, F32In>("quantize_fp8_rows", rows, n, C, records, stream);
+}
+void quantize_fp8_rows_bf16(const uint16_t* rows, int64_t n, int C, uint8_t* records, cudaStream_t stream) {
+  launch_quantize<Fp8Row, Bf16In>("quantize_fp8_rows_bf16", rows, n, C, records, stream);
+}
+void dequantize_fp8_rows(const uint8_t* records, int64_t n, int C, float* rows, cudaStream_t stream) {
+  launch_dequantize<Fp8Row>("dequantize_fp8_rows", records, n, C, rows, stream);
+}
+
+void quantize_nvfp4_entries(const float* rows, int64_t n, int C, uint8_t* records, cudaStream_t stream) {
+  launch_quantize<Nvfp4Entry, F32In>("quantize_nvfp4_entries", rows, n, C, records, stream);
+}
+void quantize_nvfp4_entries_bf16(const uint16_t* rows, int64_t n, int C, uint8_t* records, cudaStream_t stream) {
+  launch_quantize<Nvfp4Entry, Bf16In>("quantize_nvfp4_entries_bf16", rows, n, C, records, stream);
+}
+void dequantize_nvfp4_entries(const uint8_t* records, int64_t n, int C, float* rows, cudaStream_t stream) {
+  launch_dequantize<Nvfp4Entry>("dequantize_nvfp4_entries", records, n, C, rows, stream);
+}
+
+void quantize_mxfp4_keys(const float* rows, int64_t n, int C, uint8_t* records, cudaStream_t stream) {
+  launch_quantize<Mxfp4Key, F32In>("quantize_mxfp4_keys", rows, n, C, records, stream);
+}
+void quantize_mxfp4_keys_bf16(const uint16_t* rows, int64_t n, int C, uint8_t* records, cudaStream_t stream) {
+  launch_quantize<Mxfp4Key, Bf16In>("quantize_mxfp4_keys_bf16", rows, n, C, records, stream);
+}
+void dequantize_mxfp4_keys(const uint8_t* records, int64_t n, int C, float* rows, cudaStream_t stream) {
+  launch_dequantize<Mxfp4Key>("dequantize_mxfp4_keys", records, n, C, rows, stream);
+}
+
+}  // namespace flashkv::cuda

@@ -1,0 +1,48 @@
+// CUDA launchers of the three KV-cache record quantizers of spec/MODEL.md §2.2, byte-identical to the
+// host codecs in <flashkv/numeric/kv_records.hpp> (same record layout: packed data, then one scale per
+// block in block order; E2M1 pairs with the low nibble holding the even channel):
+//   - FP8 window rows     (E4M3 data, one UE8M0 scale per 32 channels): fp8_row_bytes(C)     bytes
+//   - NVFP4 global entries (E2M1 data, one E4M3 scale per 16 channels): nvfp4_entry_bytes(C) bytes
+//   - MXFP4 index keys    (E2M1 data, one E8M0 scale per 32 channels):  mxfp4_key_bytes(C)   bytes
+//
+// Every launcher takes `n` dense rows of `C` channels (row i starts at element i*C) and `n` dense
+// records (record i starts at byte i*record_bytes(C)). Input rows are fp32 or BF16 (raw uint16 bits,
+// the engine's activation type); dequantizers write fp32 rows.
+//
+// Contract:
+//   - Pointers are device-accessible; input and output must not overlap. Any alignment is accepted;
+//     16-byte aligned rows and record strides that are a multiple of the store width take the fast path.
+//   - n >= 0 (n == 0 launches nothing and accepts null pointers); C is a positive multiple of the
+//     record's block (32 for FP8 and MXFP4, 16 for NVFP4) and at most kMaxKvChannels.
+//   - Work is enqueued on `stream` and runs asynchronously; the call does not synchronize.
+// Errors: bad arguments throw flashkv::Error(kInvalidArgument) naming the function and the argument,
+// before anything is enqueued; a failed launch throws flashkv::Error(kDevice). Faults inside the
+// kernel (e.g. a host pointer) surface at the caller's next synchronization.
+// Threading: launchers keep no state; calls from several threads on different streams are safe.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace flashkv::cuda {
+
+// The largest channel count the launchers accept (a row is handled by at most one CTA).
+constexpr int kMaxKvChannels = 8192;
+
+// SWA window rows: FP8 E4M3, UE8M0 scale per 32 channels.
+void quantize_fp8_rows(const float* rows, int64_t n, int C, uint8_t* records, cudaStream_t stream);
+void quantize_fp8_rows_bf16(const uint16_t* rows, int64_t n, int C, uint8_t* records, cudaStream_t stream);
+void dequantize_fp8_rows(const uint8_t* records, int64_t n, int C, float* rows, cudaStream_t stream);
+
+// Compressed (global) KV entries: NVFP4, E4M3 scale per 16 channels, no global scale.
+void quantize_nvfp4_entries(const float* rows, int64_t n, int C, uint8_t* records, cudaStream_t stream);
+void quantize_nvfp4_entries_bf16(const uint16_t* rows, int64_t n, int C, uint8_t* records, cudaStream_t stream);
+void dequantize_nvfp4_entries(const uint8_t* records, int64_t n, int C, float* rows, cudaStream_t stream);
+
+// Index keys: MXFP4, E8M0 scale per 32 channels.
+void quantize_mxfp4_keys(const float* rows, int64_t n, int C, uint8_t* records, cudaStream_t stream);
+void quantize_mxfp4_keys_bf16(const uint16_t* rows, int64_t n, int C, uint8_t* records, cudaStream_t stream);
+void dequantize_mxfp4_keys(const uint8_t* records, int64_t n, int C, float* rows, cudaStream_t stream);
+
+}  // namespace flashkv::cuda
