@@ -42,6 +42,11 @@ class Rules {
     if (value <= 0) refuse("field '{}' = {} must be positive", field, value);
   }
 
+  // Upper bounds far above any real model keep every derived byte count inside 64 bits.
+  void at_most(std::string_view field, int64_t value, int64_t limit) const {
+    if (value > limit) refuse("field '{}' = {} must be at most {}", field, value, limit);
+  }
+
   void finite_positive(std::string_view field, double value) const {
     if (!std::isfinite(value) || value <= 0)
       refuse("field '{}' = {} must be finite and positive", field, value);
@@ -77,6 +82,10 @@ class Rules {
     positive("moe_intermediate_size", c_.moe_intermediate_size);
     positive("hc_mult", c_.hc_mult);
     positive("hc_sinkhorn_iters", c_.hc_sinkhorn_iters);
+    at_most("num_hidden_layers", c_.num_hidden_layers, 65536);
+    at_most("head_dim", c_.head_dim, 65536);
+    at_most("index_head_dim", c_.index_head_dim, 65536);
+    at_most("sliding_window", c_.sliding_window, int64_t{1} << 24);
     if (c_.num_experts_per_tok > c_.n_routed_experts) {
       refuse("field 'num_experts_per_tok' = {} must not exceed n_routed_experts = {}", c_.num_experts_per_tok,
              c_.n_routed_experts);

@@ -1,8 +1,8 @@
 // make_memory_report: per-token and per-session cache bytes from the record sizes of spec/MODEL.md §2.2,
 // summed over the plan's KV sources; plus the weight estimate.
 #include <flashkv/config.hpp>
+#include <flashkv/numeric/kv_records.hpp>
 
-#include "config/record_sizes.hpp"
 #include "config/weight_inventory.hpp"
 
 namespace flashkv {
@@ -17,11 +17,13 @@ uint64_t MemoryReport::global_kv_bytes(uint64_t tokens) const {
 }
 
 MemoryReport make_memory_report(const ModelConfig& config, const LayerPlan& plan) {
+  // Validation caps channel counts at 65536, so the int the record helpers take cannot overflow.
   const auto head_dim = static_cast<uint64_t>(config.head_dim);
+  const auto head_channels = static_cast<int>(config.head_dim);
   MemoryReport report;
-  report.kv_entry_bytes = config::nvfp4_entry_bytes(head_dim);
-  report.index_key_bytes = config::mxfp4_key_bytes(static_cast<uint64_t>(config.index_head_dim));
-  report.window_row_bytes = config::fp8_row_bytes(head_dim);
+  report.kv_entry_bytes = numeric::nvfp4_entry_bytes(head_channels);
+  report.index_key_bytes = numeric::mxfp4_key_bytes(static_cast<int>(config.index_head_dim));
+  report.window_row_bytes = numeric::fp8_row_bytes(head_channels);
 
   for (const LayerRole& role : plan.layers) {
     if (!role.is_kv_source) continue;

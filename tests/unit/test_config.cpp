@@ -76,6 +76,8 @@ std::vector<Mutation> mutations() {
        F{"'num_attention_heads' = 3", "divisible by o_groups"}},
       {"two KV heads", [](json& t, json&) { t["num_key_value_heads"] = 2; },
        F{"'num_key_value_heads'", "must be 1"}},
+      {"absurd sliding window", [](json& t, json&) { t["sliding_window"] = int64_t{1} << 40; },
+       F{"'sliding_window' = 1099511627776", "at most"}},
       {"zero sliding window", [](json& t, json&) { t["sliding_window"] = 0; },
        F{"'sliding_window' = 0", "positive"}},
       {"negative hidden size", [](json& t, json&) { t["hidden_size"] = -256; },

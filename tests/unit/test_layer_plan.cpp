@@ -250,3 +250,12 @@ TEST_CASE("make_layer_plan refuses a hand-built config that breaks a rule") {
   c.compress_ratios[3] = 1;  // layer 3 now reads layer 2's ratio-2 cache
   REQUIRE_THROWS_AS(flashkv::make_layer_plan(c), flashkv::Error);
 }
+
+TEST_CASE("sizes whose byte counts overflow 64 bits are refused, not wrapped") {
+  flashkv::ModelConfig c = flashkv::load_model_config(kConfigs / "tiny-v41");
+  c.vocab_size = int64_t{1} << 40;
+  c.hidden_size = int64_t{1} << 40;
+  const auto plan = flashkv::make_layer_plan(c);
+  REQUIRE_THROWS_WITH(flashkv::make_memory_report(c, plan),
+                      "config: tensor sizes overflow 64-bit element/byte counts (sizes too large)");
+}
