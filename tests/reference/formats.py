@@ -95,6 +95,12 @@ def _e2m1_value(codes: np.ndarray) -> np.ndarray:
     return (np.asarray(codes, dtype=np.uint8) & 0x0F).view(E2M1).astype(np.float32)
 
 
+def _times_scale(values: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """Dequantized block values: code value · block scale (exact in fp32; ±Inf only for huge scale codes)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return values * scale[..., None]
+
+
 def _scaled(blocks: np.ndarray, scale: np.ndarray, limit: np.float32) -> np.ndarray:
     """clamp(x/scale, ±limit) in fp32; scale broadcasts over the block axis."""
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
@@ -179,7 +185,7 @@ def decode_fp8_window_row(record, channels: int | None = None) -> np.ndarray:
     channels = channels if channels is not None else record.shape[-1] * 32 // 33
     data, scales = _split_record(record, channels, channels // FP8_WINDOW_BLOCK, "decode_fp8_window_row")
     values = _blocks(_e4m3_value(data), FP8_WINDOW_BLOCK, "decode_fp8_window_row")
-    return (values * _e8m0_value(scales)[..., None]).reshape(data.shape)
+    return _times_scale(values, _e8m0_value(scales)).reshape(data.shape)
 
 
 def encode_nvfp4_entry(x) -> np.ndarray:
@@ -196,7 +202,7 @@ def decode_nvfp4_entry(record, channels: int | None = None) -> np.ndarray:
     channels = channels if channels is not None else record.shape[-1] * 16 // 9
     data, scales = _split_record(record, channels // 2, channels // NVFP4_BLOCK, "decode_nvfp4_entry")
     values = _blocks(_e2m1_value(_unpack_nibbles(data)), NVFP4_BLOCK, "decode_nvfp4_entry")
-    return (values * _e4m3_value(scales)[..., None]).reshape(*data.shape[:-1], channels)
+    return _times_scale(values, _e4m3_value(scales)).reshape(*data.shape[:-1], channels)
 
 
 def encode_mxfp4_key(x) -> np.ndarray:
@@ -213,7 +219,7 @@ def decode_mxfp4_key(record, channels: int | None = None) -> np.ndarray:
     channels = channels if channels is not None else record.shape[-1] * 32 // 17
     data, scales = _split_record(record, channels // 2, channels // MXFP4_BLOCK, "decode_mxfp4_key")
     values = _blocks(_e2m1_value(_unpack_nibbles(data)), MXFP4_BLOCK, "decode_mxfp4_key")
-    return (values * _e8m0_value(scales)[..., None]).reshape(*data.shape[:-1], channels)
+    return _times_scale(values, _e8m0_value(scales)).reshape(*data.shape[:-1], channels)
 
 
 def fp8_window_fakequant(x) -> np.ndarray:
@@ -270,7 +276,8 @@ def dequantize_fp8_block32(q, s) -> np.ndarray:
     if q.ndim != 2 or s.shape != (_ceil_div(q.shape[0], WEIGHT_TILE), _ceil_div(q.shape[1], WEIGHT_TILE)):
         raise ValueError(f"dequantize_fp8_block32: codes {q.shape} do not match scales {s.shape}")
     scale = np.repeat(np.repeat(_e8m0_value(s.view(np.uint8)), WEIGHT_TILE, 0), WEIGHT_TILE, 1)
-    return _e4m3_value(q.view(np.uint8)) * scale[: q.shape[0], : q.shape[1]]
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _e4m3_value(q.view(np.uint8)) * scale[: q.shape[0], : q.shape[1]]
 
 
 def quantize_mxfp4_weight(w):
@@ -290,7 +297,7 @@ def dequantize_mxfp4_weight(packed, s) -> np.ndarray:
     if packed.ndim != 2 or cols % MXFP4_BLOCK or s.shape != (packed.shape[0], cols // MXFP4_BLOCK):
         raise ValueError(f"dequantize_mxfp4_weight: packed {packed.shape} does not match scales {s.shape}")
     values = _blocks(_e2m1_value(_unpack_nibbles(packed)), MXFP4_BLOCK, "dequantize_mxfp4_weight")
-    return (values * _e8m0_value(s)[..., None]).reshape(packed.shape[0], cols)
+    return _times_scale(values, _e8m0_value(s)).reshape(packed.shape[0], cols)
 
 
 def quantize_fp8_rows32(t):
@@ -313,4 +320,5 @@ def dequantize_fp8_rows32(q, s) -> np.ndarray:
     if q.ndim != 2 or s.shape != (q.shape[0], _ceil_div(q.shape[1], WEIGHT_TILE)):
         raise ValueError(f"dequantize_fp8_rows32: codes {q.shape} do not match scales {s.shape}")
     scale = np.repeat(_e8m0_value(s.view(np.uint8)), WEIGHT_TILE, 1)[:, : q.shape[1]]
-    return _e4m3_value(q.view(np.uint8)) * scale
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _e4m3_value(q.view(np.uint8)) * scale
