@@ -39,9 +39,9 @@ double bf16_gemm_tflops(int size, cudaStream_t stream) {
   check_cublas(cublasSetStream(handle, stream), "cublasSetStream");
   const float alpha = 1.0f, beta = 0.0f;
   const double ms = flashkv::bench::median_ms(stream, [&] {
-    check_cublas(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, size, size, size, &alpha, a.as<void>(), CUDA_R_16BF,
-                              size, b.as<void>(), CUDA_R_16BF, size, &beta, c.as<void>(), CUDA_R_16BF, size,
-                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+    check_cublas(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, size, size, size, &alpha, a.as<void>(),
+                              CUDA_R_16BF, size, b.as<void>(), CUDA_R_16BF, size, &beta, c.as<void>(),
+                              CUDA_R_16BF, size, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                  "cublasGemmEx");
   });
   check_cublas(cublasDestroy(handle), "cublasDestroy");

@@ -36,9 +36,15 @@ struct RecordKind {
   Dequantize dequantize;
 };
 
-size_t fp8_bytes(int c) { return flashkv::numeric::fp8_row_bytes(c); }
-size_t nvfp4_bytes(int c) { return flashkv::numeric::nvfp4_entry_bytes(c); }
-size_t mxfp4_bytes(int c) { return flashkv::numeric::mxfp4_key_bytes(c); }
+size_t fp8_bytes(int c) {
+  return flashkv::numeric::fp8_row_bytes(c);
+}
+size_t nvfp4_bytes(int c) {
+  return flashkv::numeric::nvfp4_entry_bytes(c);
+}
+size_t mxfp4_bytes(int c) {
+  return flashkv::numeric::mxfp4_key_bytes(c);
+}
 
 // The official shapes: 512-channel window rows and global entries, 128-channel index keys.
 const RecordKind kKinds[] = {
@@ -46,8 +52,8 @@ const RecordKind kKinds[] = {
      flashkv::cuda::dequantize_fp8_rows},
     {"nvfp4_entry", 512, nvfp4_bytes, flashkv::cuda::quantize_nvfp4_entries,
      flashkv::cuda::quantize_nvfp4_entries_bf16, flashkv::cuda::dequantize_nvfp4_entries},
-    {"mxfp4_key", 128, mxfp4_bytes, flashkv::cuda::quantize_mxfp4_keys, flashkv::cuda::quantize_mxfp4_keys_bf16,
-     flashkv::cuda::dequantize_mxfp4_keys},
+    {"mxfp4_key", 128, mxfp4_bytes, flashkv::cuda::quantize_mxfp4_keys,
+     flashkv::cuda::quantize_mxfp4_keys_bf16, flashkv::cuda::dequantize_mxfp4_keys},
 };
 
 struct Buffers {
@@ -70,15 +76,16 @@ void bench_kind(const RecordKind& kind, Buffers& buffers, double copy_gbs, cudaS
   const double row_elements = rows * c;
   uint8_t* records = buffers.records.as<uint8_t>();
 
-  double ms = flashkv::bench::median_ms(stream, [&] { kind.quantize_f32(buffers.f32.as<float>(), n, c, records, stream); });
+  double ms = flashkv::bench::median_ms(
+      stream, [&] { kind.quantize_f32(buffers.f32.as<float>(), n, c, records, stream); });
   report(std::string("quantize_") + kind.name + "_f32", row_elements * 4 + record_bytes, ms, copy_gbs);
 
-  ms = flashkv::bench::median_ms(stream,
-                                 [&] { kind.quantize_bf16(buffers.bf16.as<uint16_t>(), n, c, records, stream); });
+  ms = flashkv::bench::median_ms(
+      stream, [&] { kind.quantize_bf16(buffers.bf16.as<uint16_t>(), n, c, records, stream); });
   report(std::string("quantize_") + kind.name + "_bf16", row_elements * 2 + record_bytes, ms, copy_gbs);
 
-  ms = flashkv::bench::median_ms(stream,
-                                 [&] { kind.dequantize(records, n, c, buffers.out_f32.as<float>(), stream); });
+  ms = flashkv::bench::median_ms(
+      stream, [&] { kind.dequantize(records, n, c, buffers.out_f32.as<float>(), stream); });
   report(std::string("dequantize_") + kind.name + "_f32", record_bytes + row_elements * 4, ms, copy_gbs);
 }
 

@@ -65,7 +65,9 @@ double median_ms(cudaStream_t stream, Launch&& launch, int reps = kTimedReps) {
   return static_cast<double>(times[times.size() / 2]);
 }
 
-inline double gb_per_s(double bytes, double ms) { return bytes / (ms * 1e-3) / 1e9; }
+inline double gb_per_s(double bytes, double ms) {
+  return bytes / (ms * 1e-3) / 1e9;
+}
 
 // Device-to-device copy bandwidth in GB/s, counting bytes read plus bytes written (2 x size), the
 // ceiling a streaming kernel is compared with. `bytes` should be far above the L2 size.
@@ -131,18 +133,19 @@ inline void print_device_header(const char* program) {
   std::strftime(date, sizeof date, "%Y-%m-%dT%H:%MZ", std::gmtime(&now));
   std::printf("%s on %s (sm_%d%d, %d SMs, %.1f GiB, L2 %.0f MiB), driver %d, runtime %d, %s\n", program,
               prop.name, prop.major, prop.minor, prop.multiProcessorCount,
-              static_cast<double>(prop.totalGlobalMem) / (1u << 30), prop.l2CacheSize / 1048576.0, driver, runtime,
-              date);
-  std::printf("FKV_BENCH {\"program\":\"%s\",\"device\":\"%s\",\"sms\":%d,\"date\":\"%s\"}\n", program, prop.name,
-              prop.multiProcessorCount, date);
+              static_cast<double>(prop.totalGlobalMem) / (1u << 30), prop.l2CacheSize / 1048576.0, driver,
+              runtime, date);
+  std::printf("FKV_BENCH {\"program\":\"%s\",\"device\":\"%s\",\"sms\":%d,\"date\":\"%s\"}\n", program,
+              prop.name, prop.multiProcessorCount, date);
 }
 
 // One result row: human-readable line, then its JSON twin.
 inline void print_result(const char* program, const std::string& name, double value, const char* unit,
                          double fraction_of_ceiling) {
   std::printf("  %-34s %10.1f %-7s %6.1f%%\n", name.c_str(), value, unit, 100.0 * fraction_of_ceiling);
-  std::printf("FKV_BENCH {\"program\":\"%s\",\"kernel\":\"%s\",\"value\":%.2f,\"unit\":\"%s\",\"fraction\":%.4f}\n",
-              program, name.c_str(), value, unit, fraction_of_ceiling);
+  std::printf(
+      "FKV_BENCH {\"program\":\"%s\",\"kernel\":\"%s\",\"value\":%.2f,\"unit\":\"%s\",\"fraction\":%.4f}\n",
+      program, name.c_str(), value, unit, fraction_of_ceiling);
 }
 
 }  // namespace flashkv::bench

@@ -54,7 +54,9 @@ struct Fp8Row {
       packed[w] = lo | (hi << 16);
     }
   }
-  __device__ static float decode(uint32_t code, float scale) { return nm::fp8_decode(static_cast<uint8_t>(code), scale); }
+  __device__ static float decode(uint32_t code, float scale) {
+    return nm::fp8_decode(static_cast<uint8_t>(code), scale);
+  }
 };
 
 struct Nvfp4Entry {
@@ -78,7 +80,9 @@ struct Nvfp4Entry {
       packed[w] = word;
     }
   }
-  __device__ static float decode(uint32_t code, float scale) { return nm::fp4_decode(static_cast<uint8_t>(code), scale); }
+  __device__ static float decode(uint32_t code, float scale) {
+    return nm::fp4_decode(static_cast<uint8_t>(code), scale);
+  }
 };
 
 struct Mxfp4Key {
@@ -101,7 +105,9 @@ struct Mxfp4Key {
       packed[w] = word;
     }
   }
-  __device__ static float decode(uint32_t code, float scale) { return nm::fp4_decode(static_cast<uint8_t>(code), scale); }
+  __device__ static float decode(uint32_t code, float scale) {
+    return nm::fp4_decode(static_cast<uint8_t>(code), scale);
+  }
 };
 
 // ---- input element types -----------------------------------------------------------------------
@@ -204,7 +210,8 @@ __device__ void load_packed(const uint8_t* src, uint32_t (&packed)[(kBytes + 3) 
 template <int kLanes>
 __device__ float group_max(float v) {
 #pragma unroll
-  for (int offset = 1; offset < kLanes; offset *= 2) v = kv_fast::amax_combine(v, __shfl_xor_sync(kFullMask, v, offset));
+  for (int offset = 1; offset < kLanes; offset *= 2)
+    v = kv_fast::amax_combine(v, __shfl_xor_sync(kFullMask, v, offset));
   return v;
 }
 
@@ -218,8 +225,8 @@ struct Tiling {
 
 template <class Kind, class In, bool kVectorIn>
 __global__ void __launch_bounds__(1024)
-    quantize_kernel(const typename In::Storage* __restrict__ rows, int64_t n, int C, uint8_t* __restrict__ records,
-                    int rows_per_tile) {
+    quantize_kernel(const typename In::Storage* __restrict__ rows, int64_t n, int C,
+                    uint8_t* __restrict__ records, int rows_per_tile) {
   constexpr int kChannels = In::kChannels;
   constexpr int kLanesPerBlock = Kind::kBlock / kChannels > 0 ? Kind::kBlock / kChannels : 1;
   static_assert(Kind::kBlock % kChannels == 0, "a chunk must not straddle two scale blocks");
@@ -294,7 +301,8 @@ __global__ void __launch_bounds__(1024)
     float y[kDequantChannels];
 #pragma unroll
     for (int i = 0; i < kDequantChannels; ++i) {
-      const uint32_t code = (packed[i / kCodesPerWord] >> (Kind::kBitsPerChannel * (i % kCodesPerWord))) & kCodeMask;
+      const uint32_t code =
+          (packed[i / kCodesPerWord] >> (Kind::kBitsPerChannel * (i % kCodesPerWord))) & kCodeMask;
       y[i] = Kind::decode(code, scale);
     }
     float* dst = rows + row * C + static_cast<int64_t>(chunk) * kDequantChannels;
@@ -310,7 +318,9 @@ __global__ void __launch_bounds__(1024)
 
 // ---- launch ------------------------------------------------------------------------------------
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+bool aligned16(const void* p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
+}
 
 // A CTA covers whole rows: 256 threads, or one row's chunks rounded up to whole warps when a row needs
 // more (C up to kMaxKvChannels keeps that within 1024).
@@ -332,14 +342,16 @@ int grid_for(Kernel kernel, const Tiling& tiling, int64_t n) {
 }
 
 template <class Kind, class In>
-void launch_quantize(const char* function, const typename In::Storage* rows, int64_t n, int C, uint8_t* records,
-                     cudaStream_t stream) {
-  validate_kv_quant_args({function, rows, static_cast<size_t>(C) * sizeof(typename In::Storage), records,
-                          Kind::record_bytes(C), n, C, Kind::kBlock});
+void launch_quantize(const char* function, const typename In::Storage* rows, int64_t n, int C,
+                     uint8_t* records, cudaStream_t stream) {
+  using Storage = typename In::Storage;
+  validate_kv_quant_args({function, rows, static_cast<size_t>(C) * sizeof(Storage), sizeof(Storage), records,
+                          Kind::record_bytes(C), 1, n, C, Kind::kBlock});
   if (n == 0) return;
   const Tiling tiling = tiling_for(C / In::kChannels);
   auto launch = [&](auto kernel) {
-    kernel<<<grid_for(kernel, tiling, n), tiling.threads, 0, stream>>>(rows, n, C, records, tiling.rows_per_tile);
+    kernel<<<grid_for(kernel, tiling, n), tiling.threads, 0, stream>>>(rows, n, C, records,
+                                                                       tiling.rows_per_tile);
     FKV_CUDA_CHECK_LAUNCH();
   };
   if (aligned16(rows)) {
@@ -352,12 +364,13 @@ void launch_quantize(const char* function, const typename In::Storage* rows, int
 template <class Kind>
 void launch_dequantize(const char* function, const uint8_t* records, int64_t n, int C, float* rows,
                        cudaStream_t stream) {
-  validate_kv_quant_args(
-      {function, records, Kind::record_bytes(C), rows, static_cast<size_t>(C) * sizeof(float), n, C, Kind::kBlock});
+  validate_kv_quant_args({function, records, Kind::record_bytes(C), 1, rows,
+                          static_cast<size_t>(C) * sizeof(float), sizeof(float), n, C, Kind::kBlock});
   if (n == 0) return;
   const Tiling tiling = tiling_for(C / kDequantChannels);
   auto launch = [&](auto kernel) {
-    kernel<<<grid_for(kernel, tiling, n), tiling.threads, 0, stream>>>(records, n, C, rows, tiling.rows_per_tile);
+    kernel<<<grid_for(kernel, tiling, n), tiling.threads, 0, stream>>>(records, n, C, rows,
+                                                                       tiling.rows_per_tile);
     FKV_CUDA_CHECK_LAUNCH();
   };
   if (aligned16(rows)) {
@@ -382,7 +395,8 @@ void dequantize_fp8_rows(const uint8_t* records, int64_t n, int C, float* rows, 
 void quantize_nvfp4_entries(const float* rows, int64_t n, int C, uint8_t* records, cudaStream_t stream) {
   launch_quantize<Nvfp4Entry, F32In>("quantize_nvfp4_entries", rows, n, C, records, stream);
 }
-void quantize_nvfp4_entries_bf16(const uint16_t* rows, int64_t n, int C, uint8_t* records, cudaStream_t stream) {
+void quantize_nvfp4_entries_bf16(const uint16_t* rows, int64_t n, int C, uint8_t* records,
+                                 cudaStream_t stream) {
   launch_quantize<Nvfp4Entry, Bf16In>("quantize_nvfp4_entries_bf16", rows, n, C, records, stream);
 }
 void dequantize_nvfp4_entries(const uint8_t* records, int64_t n, int C, float* rows, cudaStream_t stream) {

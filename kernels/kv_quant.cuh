@@ -10,8 +10,9 @@
 // the engine's activation type); dequantizers write fp32 rows.
 //
 // Contract:
-//   - Pointers are device-accessible; input and output must not overlap. Any alignment is accepted;
-//     16-byte aligned rows and record strides that are a multiple of the store width take the fast path.
+//   - Pointers are device-accessible and aligned to their element type (fp32 4, BF16 2, records 1);
+//     input and output must not overlap. 16-byte aligned rows take the vectorised path, and record
+//     stores use the widest access each record's address allows.
 //   - n >= 0 (n == 0 launches nothing and accepts null pointers); C is a positive multiple of the
 //     record's block (32 for FP8 and MXFP4, 16 for NVFP4) and at most kMaxKvChannels.
 //   - Work is enqueued on `stream` and runs asynchronously; the call does not synchronize.
@@ -37,7 +38,8 @@ void dequantize_fp8_rows(const uint8_t* records, int64_t n, int C, float* rows, 
 
 // Compressed (global) KV entries: NVFP4, E4M3 scale per 16 channels, no global scale.
 void quantize_nvfp4_entries(const float* rows, int64_t n, int C, uint8_t* records, cudaStream_t stream);
-void quantize_nvfp4_entries_bf16(const uint16_t* rows, int64_t n, int C, uint8_t* records, cudaStream_t stream);
+void quantize_nvfp4_entries_bf16(const uint16_t* rows, int64_t n, int C, uint8_t* records,
+                                 cudaStream_t stream);
 void dequantize_nvfp4_entries(const uint8_t* records, int64_t n, int C, float* rows, cudaStream_t stream);
 
 // Index keys: MXFP4, E8M0 scale per 32 channels.

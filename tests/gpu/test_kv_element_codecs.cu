@@ -26,7 +26,9 @@ bool small_scale() {
 }
 
 // Every pattern in full runs; a co-prime stride (about 2^20 samples of 2^32) in small runs.
-uint32_t pattern_stride() { return small_scale() ? 4093u : 1u; }
+uint32_t pattern_stride() {
+  return small_scale() ? 4093u : 1u;
+}
 
 struct Mismatches {
   unsigned long long count;
@@ -54,9 +56,15 @@ Mismatches run_check(Kernel kernel, dim3 grid, uint32_t stride) {
 }
 
 // The grid-stride walk over the 32-bit patterns 0, stride, 2*stride, ... below 2^32.
-__device__ uint64_t first_step() { return blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x; }
-__device__ uint64_t grid_threads() { return static_cast<uint64_t>(gridDim.x) * blockDim.x; }
-__device__ uint64_t pattern_steps(uint32_t stride) { return ((uint64_t{1} << 32) + stride - 1) / stride; }
+__device__ uint64_t first_step() {
+  return blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x;
+}
+__device__ uint64_t grid_threads() {
+  return static_cast<uint64_t>(gridDim.x) * blockDim.x;
+}
+__device__ uint64_t pattern_steps(uint32_t stride) {
+  return ((uint64_t{1} << 32) + stride - 1) / stride;
+}
 
 __global__ void check_e2m1(Mismatches* out, uint32_t stride) {
   for (uint64_t step = first_step(); step < pattern_steps(stride); step += grid_threads()) {
@@ -75,8 +83,9 @@ __global__ void check_e4m3(Mismatches* out, uint32_t stride) {
     if (nm::is_nan(v0)) continue;  // NaN never reaches an element encoder (poisoned block)
     const float reversed = __uint_as_float(__brev(bits));  // the high lane sees a different pattern
     const float v1 = nm::is_nan(reversed) ? 1.0f : reversed;
-    const uint32_t want = nm::e4m3_from_float(nm::clamp_symmetric(v0, nm::kE4m3Max)) |
-                          (static_cast<uint32_t>(nm::e4m3_from_float(nm::clamp_symmetric(v1, nm::kE4m3Max))) << 8);
+    const uint32_t want =
+        nm::e4m3_from_float(nm::clamp_symmetric(v0, nm::kE4m3Max)) |
+        (static_cast<uint32_t>(nm::e4m3_from_float(nm::clamp_symmetric(v1, nm::kE4m3Max))) << 8);
     if (fast::e4m3x2_codes(v0, v1) != want) record_mismatch(out, bits);
   }
 }
@@ -112,13 +121,15 @@ __global__ void check_nvfp4_elements(Mismatches* out, uint32_t stride) {
     const uint32_t magnitude = fast::e2m1_magnitude_code(fast::divide_by_scale(a, scale, reciprocal));
     const bool positive_ok = magnitude == nm::fp4_encode(a, scale);
     const bool negative_ok = (magnitude | 8u) == nm::fp4_encode(-a, scale);
-    if (!positive_ok || !negative_ok) record_mismatch(out, (static_cast<unsigned long long>(code) << 32) | bits);
+    if (!positive_ok || !negative_ok)
+      record_mismatch(out, (static_cast<unsigned long long>(code) << 32) | bits);
   }
 }
 
 // max.NaN against the host's NaN-propagating amax_update: same value, or NaN on both sides.
 __global__ void check_amax(Mismatches* out, uint32_t stride) {
-  const float others[] = {0.0f, 1.0f, 3.5e-39f, 448.0f, __uint_as_float(0x7F800000u), __uint_as_float(0x7FC00000u)};
+  const float others[] = {
+      0.0f, 1.0f, 3.5e-39f, 448.0f, __uint_as_float(0x7F800000u), __uint_as_float(0x7FC00000u)};
   for (uint64_t step = first_step(); step < pattern_steps(stride); step += grid_threads()) {
     const auto bits = static_cast<uint32_t>(step * stride);
     const float x = __uint_as_float(bits);

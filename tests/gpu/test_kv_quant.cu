@@ -41,14 +41,17 @@ bool small_scale() {
 
 uint64_t fresh_seed() {
   std::random_device device;
-  const auto ticks = static_cast<uint64_t>(std::chrono::high_resolution_clock::now().time_since_epoch().count());
+  const auto ticks =
+      static_cast<uint64_t>(std::chrono::high_resolution_clock::now().time_since_epoch().count());
   return (static_cast<uint64_t>(device()) << 32) ^ device() ^ ticks;
 }
 
 // Owns `bytes` of device memory plus a guard tail; freed on scope exit.
 class DeviceBytes {
  public:
-  explicit DeviceBytes(size_t bytes) : bytes_(bytes) { FKV_CUDA_CHECK(cudaMalloc(&ptr_, bytes + kGuardBytes)); }
+  explicit DeviceBytes(size_t bytes) : bytes_(bytes) {
+    FKV_CUDA_CHECK(cudaMalloc(&ptr_, bytes + kGuardBytes));
+  }
   ~DeviceBytes() { cudaFree(ptr_); }
   DeviceBytes(const DeviceBytes&) = delete;
   DeviceBytes& operator=(const DeviceBytes&) = delete;
@@ -86,22 +89,67 @@ struct Kind {
   int official_channels;
 };
 
-size_t fp8_bytes(int c) { return nm::fp8_row_bytes(c); }
-size_t nvfp4_bytes(int c) { return nm::nvfp4_entry_bytes(c); }
-size_t mxfp4_bytes(int c) { return nm::mxfp4_key_bytes(c); }
-void host_q_fp8(const float* x, int c, uint8_t* out) { nm::quantize_fp8_row(x, c, out); }
-void host_d_fp8(const uint8_t* in, int c, float* out) { nm::dequantize_fp8_row(in, c, out); }
-void host_q_nvfp4(const float* x, int c, uint8_t* out) { nm::quantize_nvfp4_entry(x, c, out); }
-void host_d_nvfp4(const uint8_t* in, int c, float* out) { nm::dequantize_nvfp4_entry(in, c, out); }
-void host_q_mxfp4(const float* x, int c, uint8_t* out) { nm::quantize_mxfp4_key(x, c, out); }
-void host_d_mxfp4(const uint8_t* in, int c, float* out) { nm::dequantize_mxfp4_key(in, c, out); }
+size_t fp8_bytes(int c) {
+  return nm::fp8_row_bytes(c);
+}
+size_t nvfp4_bytes(int c) {
+  return nm::nvfp4_entry_bytes(c);
+}
+size_t mxfp4_bytes(int c) {
+  return nm::mxfp4_key_bytes(c);
+}
+void host_q_fp8(const float* x, int c, uint8_t* out) {
+  nm::quantize_fp8_row(x, c, out);
+}
+void host_d_fp8(const uint8_t* in, int c, float* out) {
+  nm::dequantize_fp8_row(in, c, out);
+}
+void host_q_nvfp4(const float* x, int c, uint8_t* out) {
+  nm::quantize_nvfp4_entry(x, c, out);
+}
+void host_d_nvfp4(const uint8_t* in, int c, float* out) {
+  nm::dequantize_nvfp4_entry(in, c, out);
+}
+void host_q_mxfp4(const float* x, int c, uint8_t* out) {
+  nm::quantize_mxfp4_key(x, c, out);
+}
+void host_d_mxfp4(const uint8_t* in, int c, float* out) {
+  nm::dequantize_mxfp4_key(in, c, out);
+}
 
-const Kind kFp8{"fp8_row",      32, fp8_bytes,   host_q_fp8, host_d_fp8, fc::quantize_fp8_rows,
-                fc::quantize_fp8_rows_bf16, fc::dequantize_fp8_rows, 1e-4f, 448.0f, 512};
-const Kind kNvfp4{"nvfp4_entry", 16, nvfp4_bytes, host_q_nvfp4, host_d_nvfp4, fc::quantize_nvfp4_entries,
-                  fc::quantize_nvfp4_entries_bf16, fc::dequantize_nvfp4_entries, 6.0f * 0x1p-9f, 6.0f, 512};
-const Kind kMxfp4{"mxfp4_key",  32, mxfp4_bytes, host_q_mxfp4, host_d_mxfp4, fc::quantize_mxfp4_keys,
-                  fc::quantize_mxfp4_keys_bf16, fc::dequantize_mxfp4_keys, 6.0f * 0x1p-126f, 6.0f, 128};
+const Kind kFp8{"fp8_row",
+                32,
+                fp8_bytes,
+                host_q_fp8,
+                host_d_fp8,
+                fc::quantize_fp8_rows,
+                fc::quantize_fp8_rows_bf16,
+                fc::dequantize_fp8_rows,
+                1e-4f,
+                448.0f,
+                512};
+const Kind kNvfp4{"nvfp4_entry",
+                  16,
+                  nvfp4_bytes,
+                  host_q_nvfp4,
+                  host_d_nvfp4,
+                  fc::quantize_nvfp4_entries,
+                  fc::quantize_nvfp4_entries_bf16,
+                  fc::dequantize_nvfp4_entries,
+                  6.0f * 0x1p-9f,
+                  6.0f,
+                  512};
+const Kind kMxfp4{"mxfp4_key",
+                  32,
+                  mxfp4_bytes,
+                  host_q_mxfp4,
+                  host_d_mxfp4,
+                  fc::quantize_mxfp4_keys,
+                  fc::quantize_mxfp4_keys_bf16,
+                  fc::dequantize_mxfp4_keys,
+                  6.0f * 0x1p-126f,
+                  6.0f,
+                  128};
 
 const Kind* kind_named(const std::string& name) {
   for (const Kind* kind : {&kFp8, &kNvfp4, &kMxfp4}) {
@@ -249,8 +297,8 @@ void check_launch_writes(const std::function<void(uint8_t*)>& launch, const std:
     FKV_CUDA_CHECK(cudaDeviceSynchronize());
     const std::vector<uint8_t> got = download_all(out);
     const size_t bad = first_wrong_byte(got, out_offset, want, poison);
-    INFO(what << ", poison " << int{poison} << ", first wrong byte " << bad << " (output at " << out_offset << ", "
-              << want.size() << " bytes)");
+    INFO(what << ", poison " << int{poison} << ", first wrong byte " << bad << " (output at " << out_offset
+              << ", " << want.size() << " bytes)");
     REQUIRE(bad == kAllBytesRight);
   }
 }
@@ -267,7 +315,8 @@ void canonicalize_nans(std::vector<uint8_t>& got, size_t offset, const std::vect
   for (size_t i = 0; i < want.size(); ++i) {
     float g = 0.0f;
     std::memcpy(&g, &got[offset + i * sizeof(float)], sizeof g);
-    if (std::isnan(g) && std::isnan(want[i])) std::memcpy(&got[offset + i * sizeof(float)], &want[i], sizeof g);
+    if (std::isnan(g) && std::isnan(want[i]))
+      std::memcpy(&got[offset + i * sizeof(float)], &want[i], sizeof g);
   }
 }
 
@@ -278,8 +327,8 @@ void canonicalize_nans(std::vector<uint8_t>& got, size_t offset, const std::vect
 // `in_misalign` / `out_misalign` shift the device pointers off their natural 256-byte alignment.
 void check_round_trip(const Kind& kind, int64_t n, int c, size_t in_misalign, size_t out_misalign) {
   const uint64_t seed = fresh_seed();
-  INFO(kind.name << " n=" << n << " C=" << c << " input offset " << in_misalign << " output offset " << out_misalign
-                 << " seed " << seed);
+  INFO(kind.name << " n=" << n << " C=" << c << " input offset " << in_misalign << " output offset "
+                 << out_misalign << " seed " << seed);
   RowMaker maker(kind, seed);
   const std::vector<float> x = maker.rows(n, c);
   const std::vector<uint16_t> x_bf16 = to_bf16(x);
@@ -289,12 +338,13 @@ void check_round_trip(const Kind& kind, int64_t n, int c, size_t in_misalign, si
   DeviceBytes in_f32(in_misalign + x.size() * sizeof(float));
   upload(in_f32, in_misalign, x.data(), x.size() * sizeof(float));
   const auto* rows_f32 = reinterpret_cast<const float*>(in_f32.data() + in_misalign);
-  check_launch_writes([&](uint8_t* out) { kind.gpu_quantize(rows_f32, n, c, out, nullptr); }, want, out_misalign,
-                      "quantize from fp32");
+  check_launch_writes([&](uint8_t* out) { kind.gpu_quantize(rows_f32, n, c, out, nullptr); }, want,
+                      out_misalign, "quantize from fp32");
 
-  DeviceBytes in_bf16(in_misalign + x_bf16.size() * sizeof(uint16_t));
-  upload(in_bf16, in_misalign, x_bf16.data(), x_bf16.size() * sizeof(uint16_t));
-  const auto* rows_bf16 = reinterpret_cast<const uint16_t*>(in_bf16.data() + in_misalign);
+  const size_t bf16_misalign = in_misalign / 2;  // BF16 rows only need 2-byte alignment
+  DeviceBytes in_bf16(bf16_misalign + x_bf16.size() * sizeof(uint16_t));
+  upload(in_bf16, bf16_misalign, x_bf16.data(), x_bf16.size() * sizeof(uint16_t));
+  const auto* rows_bf16 = reinterpret_cast<const uint16_t*>(in_bf16.data() + bf16_misalign);
   check_launch_writes([&](uint8_t* out) { kind.gpu_quantize_bf16(rows_bf16, n, c, out, nullptr); }, want_bf16,
                       out_misalign, "quantize from bf16");
 
@@ -322,14 +372,17 @@ void check_round_trip(const Kind& kind, int64_t n, int c, size_t in_misalign, si
       std::vector<uint8_t> got = download_all(out);
       canonicalize_nans(got, float_offset, expect);
       const size_t bad = first_wrong_byte(got, float_offset, as_bytes(expect), poison);
-      INFO("dequantize " << (records == &want ? "host records" : "arbitrary bytes") << ", poison " << int{poison}
-                         << ", first wrong byte " << bad << " (output at " << float_offset << ")");
+      INFO("dequantize " << (records == &want ? "host records" : "arbitrary bytes") << ", poison "
+                         << int{poison} << ", first wrong byte " << bad << " (output at " << float_offset
+                         << ")");
       REQUIRE(bad == kAllBytesRight);
     }
   }
 }
 
-int64_t large_rows() { return small_scale() ? 3001 : 100003; }
+int64_t large_rows() {
+  return small_scale() ? 3001 : 100003;
+}
 
 }  // namespace
 
@@ -401,23 +454,39 @@ TEST_CASE("GPU KV launchers reject bad arguments with flashkv::Error", "[gpu][kv
 
   SECTION("C not a multiple of the block") {
     const int bad_c = c + kind.block / 2;
-    require_invalid_argument([&] { kind.gpu_quantize(f32, 4, bad_c, rec, nullptr); }, "C = " + std::to_string(bad_c));
-    require_invalid_argument([&] { kind.gpu_quantize_bf16(bf16, 4, bad_c, rec, nullptr); }, "not a positive multiple");
-    require_invalid_argument([&] { kind.gpu_dequantize(rec, 4, bad_c, f32, nullptr); }, "not a positive multiple");
+    require_invalid_argument([&] { kind.gpu_quantize(f32, 4, bad_c, rec, nullptr); },
+                             "C = " + std::to_string(bad_c));
+    require_invalid_argument([&] { kind.gpu_quantize_bf16(bf16, 4, bad_c, rec, nullptr); },
+                             "not a positive multiple");
+    require_invalid_argument([&] { kind.gpu_dequantize(rec, 4, bad_c, f32, nullptr); },
+                             "not a positive multiple");
     require_invalid_argument([&] { kind.gpu_quantize(f32, 4, 0, rec, nullptr); }, "C = 0");
     require_invalid_argument([&] { kind.gpu_quantize(f32, 4, -kind.block, rec, nullptr); }, "C = -");
   }
   SECTION("C above the supported maximum") {
-    require_invalid_argument([&] { kind.gpu_quantize(f32, 1, fc::kMaxKvChannels + 32, rec, nullptr); }, "maximum");
+    require_invalid_argument([&] { kind.gpu_quantize(f32, 1, fc::kMaxKvChannels + 32, rec, nullptr); },
+                             "maximum");
   }
   SECTION("negative n") {
     require_invalid_argument([&] { kind.gpu_quantize(f32, -1, c, rec, nullptr); }, "n = -1");
     require_invalid_argument([&] { kind.gpu_dequantize(rec, -5, c, f32, nullptr); }, "n = -5");
   }
   SECTION("null pointers with rows to do") {
-    require_invalid_argument([&] { kind.gpu_quantize(nullptr, 2, c, rec, nullptr); }, "input pointer is null");
-    require_invalid_argument([&] { kind.gpu_quantize_bf16(bf16, 2, c, nullptr, nullptr); }, "output pointer is null");
-    require_invalid_argument([&] { kind.gpu_dequantize(nullptr, 2, c, f32, nullptr); }, "input pointer is null");
+    require_invalid_argument([&] { kind.gpu_quantize(nullptr, 2, c, rec, nullptr); },
+                             "input pointer is null");
+    require_invalid_argument([&] { kind.gpu_quantize_bf16(bf16, 2, c, nullptr, nullptr); },
+                             "output pointer is null");
+    require_invalid_argument([&] { kind.gpu_dequantize(nullptr, 2, c, f32, nullptr); },
+                             "input pointer is null");
+  }
+  SECTION("rows not aligned to their element type") {
+    const auto* odd_f32 = reinterpret_cast<const float*>(rows.data() + 2);
+    const auto* odd_bf16 = reinterpret_cast<const uint16_t*>(rows.data() + 1);
+    require_invalid_argument([&] { kind.gpu_quantize(odd_f32, 2, c, rec, nullptr); }, "not aligned");
+    require_invalid_argument([&] { kind.gpu_quantize_bf16(odd_bf16, 2, c, rec, nullptr); }, "not aligned");
+    require_invalid_argument(
+        [&] { kind.gpu_dequantize(rec, 2, c, reinterpret_cast<float*>(rows.data() + 1), nullptr); },
+        "not aligned");
   }
   SECTION("overlapping input and output") {
     require_invalid_argument([&] { kind.gpu_quantize(f32, 4, c, rows.data() + 8, nullptr); }, "overlap");
