@@ -10,11 +10,14 @@
 #include <utility>
 #include <vector>
 
+#include <flashkv/config.hpp>
 #include <flashkv/error.hpp>
 
 #include "loader/checkpoint.hpp"
+#include "loader/dtype_convert.hpp"
 #include "loader/safetensors_file.hpp"
 #include "loader/safetensors_header.hpp"
+#include "loader/tensor_inventory.hpp"
 
 namespace py = pybind11;
 
@@ -110,11 +113,114 @@ void bind_checkpoint(py::module_& m) {
            [](const Checkpoint& checkpoint, const std::string& name) {
              return translated([&] { return view_bytes(checkpoint.tensor(name)); });
            })
+      .def("read_float32",
+           [](const Checkpoint& checkpoint, const std::string& name) {
+             return translated([&] {
+               const TensorView view = checkpoint.tensor(name);
+               py::array_t<float> out(std::vector<py::ssize_t>(view.shape.begin(), view.shape.end()));
+               loader::read_float32(view,
+                                    std::span<float>(out.mutable_data(), static_cast<size_t>(out.size())));
+               return out;
+             });
+           })
+      .def("read_e8m0_codes",
+           [](const Checkpoint& checkpoint, const std::string& name) {
+             return translated([&] {
+               const auto codes = loader::read_e8m0_codes(checkpoint.tensor(name));
+               return py::bytes(reinterpret_cast<const char*>(codes.data()), codes.size());
+             });
+           })
+      .def("packed_e2m1_bytes",
+           [](const Checkpoint& checkpoint, const std::string& name) {
+             return translated([&] {
+               const auto bytes = loader::packed_e2m1_bytes(checkpoint.tensor(name));
+               return py::bytes(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+             });
+           })
+      .def("e4m3_codes",
+           [](const Checkpoint& checkpoint, const std::string& name) {
+             return translated([&] {
+               const auto bytes = loader::e4m3_codes(checkpoint.tensor(name));
+               return py::bytes(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+             });
+           })
       .def("files", [](const Checkpoint& checkpoint) {
         std::vector<std::string> paths;
         for (const auto& file : checkpoint.files()) paths.push_back(file->path());
         return paths;
       });
+}
+
+std::string_view storage_name(loader::StorageKind kind) {
+  switch (kind) {
+    case loader::StorageKind::kUnquantized:
+      return "unquantized";
+    case loader::StorageKind::kFp8Block32:
+      return "fp8_block32";
+    case loader::StorageKind::kMxfp4:
+      return "mxfp4";
+    case loader::StorageKind::kFp8Rows32:
+      return "fp8_rows32";
+  }
+  return "?";
+}
+
+void bind_inventory(py::module_& m) {
+  m.def(
+      "expected_tensors",
+      [](const std::string& config_path) {
+        return translated([&] {
+          const ModelConfig config = load_model_config(config_path);
+          py::list rows;
+          for (const auto& expected : loader::expected_tensors(config, make_layer_plan(config))) {
+            py::dict row;
+            row["name"] = expected.name;
+            row["shape"] = expected.shape;
+            row["storage"] = std::string(storage_name(expected.storage));
+            row["required"] = expected.required;
+            row["stored_shape"] = loader::stored_weight_shape(expected);
+            row["scale_shape"] = loader::scale_shape(expected);
+            rows.append(row);
+          }
+          return rows;
+        });
+      },
+      "The tensors a checkpoint of the config at `config_path` must hold.");
+
+  m.def(
+      "check_checkpoint",
+      [](const std::string& checkpoint_path, const std::string& config_path) {
+        return translated([&] {
+          const ModelConfig config = load_model_config(config_path);
+          std::vector<std::pair<std::string, std::string>> problems;
+          for (auto& problem :
+               loader::check_checkpoint(Checkpoint::open(checkpoint_path), config, make_layer_plan(config))) {
+            problems.emplace_back(std::move(problem.tensor), std::move(problem.what));
+          }
+          return problems;
+        });
+      },
+      "[(tensor, problem)] of the checkpoint against the config; empty when it fits.");
+
+  m.def("require_valid_checkpoint", [](const std::string& checkpoint_path, const std::string& config_path) {
+    translated([&] {
+      const ModelConfig config = load_model_config(config_path);
+      loader::require_valid_checkpoint(Checkpoint::open(checkpoint_path), config, make_layer_plan(config));
+      return 0;
+    });
+  });
+
+  m.def("describe_checkpoint", [](const std::string& checkpoint_path) {
+    return translated([&] {
+      py::list rows;
+      for (const auto& row : loader::describe_checkpoint(Checkpoint::open(checkpoint_path))) {
+        py::dict entry = record_dict(row.name, *loader::parse_dtype(row.dtype), row.shape, row.bytes);
+        entry["file"] = row.file;
+        rows.append(entry);
+      }
+      return rows;
+    });
+  });
 }
 
 }  // namespace
@@ -124,6 +230,7 @@ void bind_loader(py::module_& m) {
   loader_error_type = loader_error;
   bind_reader(m);
   bind_checkpoint(m);
+  bind_inventory(m);
 }
 
 }  // namespace flashkv::testing
