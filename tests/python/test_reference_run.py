@@ -21,6 +21,7 @@ from safetensors.numpy import save_file
 
 from reference import compare, run
 from reference.compare import compare_logits, kl_divergence, relative_error, top1_agreement, topk_sets_equal
+from reference.dumps import Dump
 from reference.model import Model
 from reference.presets import TINY, preset
 from reference.weights import WeightError, load_checkpoint, random_weights
@@ -169,3 +170,19 @@ def test_comparison_measures_by_hand():
     scores = np.array([[5.0, 1.0, 1.0, 0.0]])
     assert topk_sets_equal(scores, np.array([[0, 1]]), np.array([[0, 2]]), 2).all()
     assert not topk_sets_equal(scores, np.array([[0, 1]]), np.array([[1, 2]]), 2).any()
+
+
+def test_compare_dumps_names_the_first_layer_and_mechanism_that_differs():
+    config = preset("tiny")
+    model = Model(config, random_weights(config, SEED), "clean")
+    dump = Dump()
+    model.forward(model.new_state(), np.random.default_rng(SEED).integers(0, 512, 40), dump)
+    reference = dump.arrays
+    assert compare.compare_dumps(reference, dict(reference), 1e-12, config.index_topk) == []
+    candidate = dict(reference)
+    candidate["layer5.attn_output"] = reference["layer5.attn_output"] * (1 + 1e-3)
+    candidate["layer6.topk"] = np.where(reference["layer6.topk"] == reference["layer6.topk"][-1, 0], -1,
+                                        reference["layer6.topk"])
+    mismatches = compare.compare_dumps(reference, candidate, 1e-6, config.index_topk)
+    assert [m.key for m in mismatches] == ["layer5.attn_output", "layer6.topk"]
+    assert mismatches[0].value == pytest.approx(1e-3, rel=1e-6)

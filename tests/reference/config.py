@@ -132,6 +132,8 @@ def config_from_dict(document: dict, source: str = "<dict>") -> Config:
         if name not in values:
             raise ConfigError(f"{source}: required field {name!r} is missing")
     values["rope_scaling"] = _rope_scaling(text.get("rope_scaling", {}), source)
+    if values.get("engram_layer_ids") and not values.get("engram_compressed_vocab_size"):
+        values["engram_compressed_vocab_size"] = values["vocab_size"]  # no compression: identity map (NeMo)
     config = Config(source=source, **values)
     validate(config)
     return config
@@ -202,8 +204,11 @@ def validate(config: Config) -> None:
     for name, width, block in (("head_dim", config.head_dim, 32), ("index_head_dim", config.index_head_dim, 32)):
         if width % block:
             raise ConfigError(f"{src}: {name} = {width} is not a multiple of the quantizer block {block}")
-    if config.candidate_source_layer_id >= 0 and config.candidate_block_size <= 0:
-        raise ConfigError(f"{src}: candidate_block_size must be positive")
+    if config.candidate_source_layer_id >= 0 and min(config.candidate_block_size, config.candidate_topk_blocks) <= 0:
+        raise ConfigError(f"{src}: candidate_block_size and candidate_topk_blocks must be positive")
+    for name in _REQUIRED_INT:
+        if getattr(config, name) <= 0 and name != "n_shared_experts":
+            raise ConfigError(f"{src}: field {name!r} must be positive")
     if config.engram_layer_ids:
         if len(config.engram_num_embeddings) != len(config.engram_layer_ids):
             raise ConfigError(f"{src}: engram_num_embeddings must have one entry per engram_layer_ids entry")
