@@ -389,7 +389,8 @@ def test_weights_follow_the_section_12_distributions(generated):
     scales = _pooled(tensors, r".*hc_(attn|ffn)_scale")
     assert scales.min() >= 0.5 and scales.max() <= 1.5 and 0.8 < scales.mean() < 1.2
     # projections keep O(1) inputs O(1): std 1/sqrt(fan_in)
-    for pattern, fan_in in ((r".*attn\.wq_a\.weight", cfg["hidden_size"]), (r".*attn\.wq_b\.weight", cfg["q_lora_rank"]),
+    for pattern, fan_in in ((r".*attn\.wq_a\.weight", cfg["hidden_size"]),
+                            (r".*attn\.wq_b\.weight", cfg["q_lora_rank"]),
                             (r".*experts\.\d+\.w2\.weight", cfg["moe_intermediate_size"]),
                             (r"head\.weight", cfg["hidden_size"])):
         values = _pooled(tensors, pattern)

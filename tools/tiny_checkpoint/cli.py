@@ -9,9 +9,8 @@ import time
 
 from . import storage
 from .errors import TinyCheckpointError
-from .generator import DEFAULT_SIZE_LIMIT, GenerateOptions, generate
+from .generator import DEFAULT_SIZE_LIMIT, REPO_ROOT, GenerateOptions, generate
 
-REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 CONFIG_DIR = REPO_ROOT / "tests" / "data" / "configs"
 
 

@@ -22,6 +22,7 @@ from .shard_writer import INDEX_FILE, write_sharded
 # A tiny checkpoint is megabytes; the released config would be ~510 GB. Anything past this needs --allow-large.
 DEFAULT_SIZE_LIMIT = 2_000_000_000
 PROVENANCE_FILE = "tiny_checkpoint.json"
+REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
 _OWNED_PATTERNS = ("model-*-of-*.safetensors", INDEX_FILE, "config.json", "tokenizer.json", PROVENANCE_FILE)
 
 
@@ -102,10 +103,16 @@ def _prepare_out_dir(out_dir: pathlib.Path, overwrite: bool) -> None:
         path.unlink()
 
 
+def _describe_path(path: pathlib.Path) -> str:
+    """Repository-relative for the built-in configs, so the record is the same on every machine."""
+    resolved = path.resolve()
+    return str(resolved.relative_to(REPO_ROOT)) if resolved.is_relative_to(REPO_ROOT) else str(resolved)
+
+
 def _write_provenance(out_dir: pathlib.Path, config_path: pathlib.Path, options: GenerateOptions, index: dict) -> None:
     record = {
         "generator": "flashkv tools/make-tiny-checkpoint",
-        "config": str(config_path),
+        "config": _describe_path(config_path),
         "seed": options.seed,
         "shards": options.shards,
         "scale_dtype": "F8_E8M0" if options.storage.scale_dtype == "e8m0" else "U8",

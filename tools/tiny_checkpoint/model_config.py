@@ -42,7 +42,8 @@ def _check_storage_limits(config: Config) -> None:
     for name in _POSITIVE_FIELDS:
         value = getattr(config, name)
         require(value > 0, f"field {name!r} must be a positive integer, got {value}")
-    require(config.n_shared_experts == 1, f"n_shared_experts must be 1 for DeepSeek-V4.1, got {config.n_shared_experts}")
+    shared = config.n_shared_experts
+    require(shared == 1, f"n_shared_experts must be 1 for DeepSeek-V4.1, got {shared}")
     require(
         config.num_experts_per_tok <= config.n_routed_experts,
         f"num_experts_per_tok ({config.num_experts_per_tok}) exceeds n_routed_experts ({config.n_routed_experts})",
