@@ -21,6 +21,12 @@ struct TensorListing {
   std::string file;  // shard file name
 };
 
+// One way a checkpoint directory disagrees with its config (lib/loader/tensor_inventory.hpp).
+struct CheckpointProblem {
+  std::string tensor;
+  std::string problem;  // e.g. "missing", "shape [4], expected [8]"
+};
+
 struct CheckpointDescription {
   std::filesystem::path path;         // as given on the command line
   std::filesystem::path config_path;  // PATH/config.json or PATH itself
@@ -29,6 +35,8 @@ struct CheckpointDescription {
   LayerPlan plan;
   MemoryReport memory;
   std::vector<TensorListing> tensors;  // empty when PATH is a config file
+  bool checked = false;  // a directory holding safetensors files: `problems` is the check against the config
+  std::vector<CheckpointProblem> problems;
 };
 
 // Reads and validates the config of PATH (a checkpoint directory or a config.json file), derives plan and

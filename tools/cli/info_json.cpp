@@ -151,6 +151,15 @@ json tensors_json(const std::vector<TensorListing>& tensors) {
   return list;
 }
 
+// null when nothing was checked (a config file, or a directory without weights).
+json check_json(const CheckpointDescription& d) {
+  if (!d.checked) return nullptr;
+  json problems = json::array();
+  for (const CheckpointProblem& p : d.problems)
+    problems.push_back({{"tensor", p.tensor}, {"problem", p.problem}});
+  return {{"ok", d.problems.empty()}, {"problems", problems}};
+}
+
 }  // namespace
 
 std::string format_info_json(const CheckpointDescription& d) {
@@ -181,6 +190,7 @@ std::string format_info_json(const CheckpointDescription& d) {
       {"parameters", parameters_json(m.parameters)},
       {"weight_bytes", m.weight_bytes},
       {"tensors", tensors_json(d.tensors)},
+      {"check", check_json(d)},
   };
   return doc.dump(2) + "\n";
 }

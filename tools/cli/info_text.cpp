@@ -168,6 +168,11 @@ void write_tensors(Out out, const CheckpointDescription& d) {
     fmt::format_to(out, "  {} {} [{}] {} bytes {}\n", t.name, t.dtype, fmt::join(t.shape, ", "), t.bytes,
                    t.file);
   }
+  if (!d.checked) return;
+  fmt::format_to(out, "check: {}\n",
+                 d.problems.empty() ? "ok (the tensors match the config)"
+                                    : fmt::format("{} problems", d.problems.size()));
+  for (const CheckpointProblem& p : d.problems) fmt::format_to(out, "  {}: {}\n", p.tensor, p.problem);
 }
 
 }  // namespace
