@@ -23,7 +23,9 @@ namespace {
 template <typename T>
 using Array = py::array_t<T, py::array::c_style | py::array::forcecast>;
 
-std::vector<py::ssize_t> shape_of(const py::array& a) { return {a.shape(), a.shape() + a.ndim()}; }
+std::vector<py::ssize_t> shape_of(const py::array& a) {
+  return {a.shape(), a.shape() + a.ndim()};
+}
 
 // Applies a scalar codec to every element, keeping the shape.
 template <typename In, typename Out, typename Codec>
@@ -46,7 +48,8 @@ int channels_of(const py::array& x, int block, const char* function) {
   if (x.ndim() == 0) fail(ErrorCode::kInvalidArgument, "{}: input is a scalar, need [..., C]", function);
   const py::ssize_t channels = x.shape(x.ndim() - 1);
   if (channels <= 0 || channels % block != 0 || channels > (1 << 24)) {
-    fail(ErrorCode::kInvalidArgument, "{}: C = {} is not a positive multiple of {}", function, channels, block);
+    fail(ErrorCode::kInvalidArgument, "{}: C = {} is not a positive multiple of {}", function, channels,
+         block);
   }
   return static_cast<int>(channels);
 }
@@ -70,7 +73,8 @@ Array<uint8_t> quantize_rows(const Array<float>& x, int block, RecordBytes recor
 
 Array<float> dequantize_rows(const Array<uint8_t>& records, int C, int block, RecordBytes record_bytes,
                              DequantizeRow dequantize, const char* function) {
-  if (C <= 0 || C % block != 0) fail(ErrorCode::kInvalidArgument, "{}: C = {} is not a positive multiple of {}", function, C, block);
+  if (C <= 0 || C % block != 0)
+    fail(ErrorCode::kInvalidArgument, "{}: C = {} is not a positive multiple of {}", function, C, block);
   const size_t bytes = record_bytes(C);
   if (records.ndim() == 0 || records.shape(records.ndim() - 1) != static_cast<py::ssize_t>(bytes)) {
     fail(ErrorCode::kInvalidArgument, "{}: records must be [..., {}] bytes for C = {}", function, bytes, C);
@@ -93,17 +97,22 @@ Array<float> fakequant_rows(const Array<float>& x, int block, FakequantRow fakeq
 // ---- weights --------------------------------------------------------------------------------------------
 
 void require_matrix(const py::array& a, const char* what, const char* function) {
-  if (a.ndim() != 2) fail(ErrorCode::kInvalidArgument, "{}: {} must be 2-D, got {} dims", function, what, a.ndim());
-  if (a.shape(0) > (1 << 24) || a.shape(1) > (1 << 24)) fail(ErrorCode::kInvalidArgument, "{}: {} too large", function, what);
+  if (a.ndim() != 2)
+    fail(ErrorCode::kInvalidArgument, "{}: {} must be 2-D, got {} dims", function, what, a.ndim());
+  if (a.shape(0) > (1 << 24) || a.shape(1) > (1 << 24))
+    fail(ErrorCode::kInvalidArgument, "{}: {} too large", function, what);
 }
 
-void require_shape(const py::array& a, py::ssize_t rows, py::ssize_t cols, const char* what, const char* function) {
+void require_shape(const py::array& a, py::ssize_t rows, py::ssize_t cols, const char* what,
+                   const char* function) {
   if (a.ndim() != 2 || a.shape(0) != rows || a.shape(1) != cols) {
     fail(ErrorCode::kInvalidArgument, "{}: {} must have shape ({}, {})", function, what, rows, cols);
   }
 }
 
-int dim(const py::array& a, int axis) { return static_cast<int>(a.shape(axis)); }
+int dim(const py::array& a, int axis) {
+  return static_cast<int>(a.shape(axis));
+}
 
 Array<float> dequantize_fp8_block32(const Array<uint8_t>& q, const Array<uint8_t>& scales) {
   require_matrix(q, "codes", "dequantize_fp8_block32");
@@ -166,28 +175,41 @@ py::tuple quantize_mxfp4_weight(const Array<float>& w) {
 }
 
 void bind_scalar_codecs(py::module_& m) {
-  m.def("e4m3_from_float", [](const Array<float>& x) { return map_elements<float, uint8_t>(x, nm::e4m3_from_float); });
+  m.def("e4m3_from_float",
+        [](const Array<float>& x) { return map_elements<float, uint8_t>(x, nm::e4m3_from_float); });
   m.def("e4m3_from_float_satfinite",
         [](const Array<float>& x) { return map_elements<float, uint8_t>(x, nm::e4m3_from_float_satfinite); });
-  m.def("e4m3_to_float", [](const Array<uint8_t>& c) { return map_elements<uint8_t, float>(c, nm::e4m3_to_float); });
-  m.def("e2m1_from_float", [](const Array<float>& x) { return map_elements<float, uint8_t>(x, nm::e2m1_from_float); });
-  m.def("e2m1_to_float", [](const Array<uint8_t>& c) { return map_elements<uint8_t, float>(c, nm::e2m1_to_float); });
-  m.def("e8m0_from_float", [](const Array<float>& x) { return map_elements<float, uint8_t>(x, nm::e8m0_from_float); });
-  m.def("e8m0_to_float", [](const Array<uint8_t>& c) { return map_elements<uint8_t, float>(c, nm::e8m0_to_float); });
-  m.def("e8m0_ceil_pow2", [](const Array<float>& x) { return map_elements<float, uint8_t>(x, nm::e8m0_ceil_pow2); });
-  m.def("bf16_from_float", [](const Array<float>& x) { return map_elements<float, uint16_t>(x, nm::bf16_from_float); });
-  m.def("bf16_to_float", [](const Array<uint16_t>& c) { return map_elements<uint16_t, float>(c, nm::bf16_to_float); });
+  m.def("e4m3_to_float",
+        [](const Array<uint8_t>& c) { return map_elements<uint8_t, float>(c, nm::e4m3_to_float); });
+  m.def("e2m1_from_float",
+        [](const Array<float>& x) { return map_elements<float, uint8_t>(x, nm::e2m1_from_float); });
+  m.def("e2m1_to_float",
+        [](const Array<uint8_t>& c) { return map_elements<uint8_t, float>(c, nm::e2m1_to_float); });
+  m.def("e8m0_from_float",
+        [](const Array<float>& x) { return map_elements<float, uint8_t>(x, nm::e8m0_from_float); });
+  m.def("e8m0_to_float",
+        [](const Array<uint8_t>& c) { return map_elements<uint8_t, float>(c, nm::e8m0_to_float); });
+  m.def("e8m0_ceil_pow2",
+        [](const Array<float>& x) { return map_elements<float, uint8_t>(x, nm::e8m0_ceil_pow2); });
+  m.def("bf16_from_float",
+        [](const Array<float>& x) { return map_elements<float, uint16_t>(x, nm::bf16_from_float); });
+  m.def("bf16_to_float",
+        [](const Array<uint16_t>& c) { return map_elements<uint16_t, float>(c, nm::bf16_to_float); });
 }
 
 void bind_block_scales(py::module_& m) {
-  m.def("fp8_block_scale_code",
-        [](const Array<float>& amax) { return map_elements<float, uint8_t>(amax, nm::fp8_block_scale_code); });
-  m.def("nvfp4_block_scale_code",
-        [](const Array<float>& amax) { return map_elements<float, uint8_t>(amax, nm::nvfp4_block_scale_code); });
-  m.def("mxfp4_block_scale_code",
-        [](const Array<float>& amax) { return map_elements<float, uint8_t>(amax, nm::mxfp4_block_scale_code); });
-  m.def("fp8_weight_scale_code",
-        [](const Array<float>& amax) { return map_elements<float, uint8_t>(amax, nm::fp8_weight_scale_code); });
+  m.def("fp8_block_scale_code", [](const Array<float>& amax) {
+    return map_elements<float, uint8_t>(amax, nm::fp8_block_scale_code);
+  });
+  m.def("nvfp4_block_scale_code", [](const Array<float>& amax) {
+    return map_elements<float, uint8_t>(amax, nm::nvfp4_block_scale_code);
+  });
+  m.def("mxfp4_block_scale_code", [](const Array<float>& amax) {
+    return map_elements<float, uint8_t>(amax, nm::mxfp4_block_scale_code);
+  });
+  m.def("fp8_weight_scale_code", [](const Array<float>& amax) {
+    return map_elements<float, uint8_t>(amax, nm::fp8_weight_scale_code);
+  });
 }
 
 void bind_kv_records(py::module_& m) {
@@ -198,28 +220,34 @@ void bind_kv_records(py::module_& m) {
     return quantize_rows(x, nm::kFp8RowBlock, nm::fp8_row_bytes, nm::quantize_fp8_row, "quantize_fp8_row");
   });
   m.def("dequantize_fp8_row", [](const Array<uint8_t>& r, int C) {
-    return dequantize_rows(r, C, nm::kFp8RowBlock, nm::fp8_row_bytes, nm::dequantize_fp8_row, "dequantize_fp8_row");
+    return dequantize_rows(r, C, nm::kFp8RowBlock, nm::fp8_row_bytes, nm::dequantize_fp8_row,
+                           "dequantize_fp8_row");
   });
   m.def("quantize_nvfp4_entry", [](const Array<float>& x) {
-    return quantize_rows(x, nm::kNvfp4Block, nm::nvfp4_entry_bytes, nm::quantize_nvfp4_entry, "quantize_nvfp4_entry");
+    return quantize_rows(x, nm::kNvfp4Block, nm::nvfp4_entry_bytes, nm::quantize_nvfp4_entry,
+                         "quantize_nvfp4_entry");
   });
   m.def("dequantize_nvfp4_entry", [](const Array<uint8_t>& r, int C) {
     return dequantize_rows(r, C, nm::kNvfp4Block, nm::nvfp4_entry_bytes, nm::dequantize_nvfp4_entry,
                            "dequantize_nvfp4_entry");
   });
   m.def("quantize_mxfp4_key", [](const Array<float>& x) {
-    return quantize_rows(x, nm::kMxfp4Block, nm::mxfp4_key_bytes, nm::quantize_mxfp4_key, "quantize_mxfp4_key");
+    return quantize_rows(x, nm::kMxfp4Block, nm::mxfp4_key_bytes, nm::quantize_mxfp4_key,
+                         "quantize_mxfp4_key");
   });
   m.def("dequantize_mxfp4_key", [](const Array<uint8_t>& r, int C) {
     return dequantize_rows(r, C, nm::kMxfp4Block, nm::mxfp4_key_bytes, nm::dequantize_mxfp4_key,
                            "dequantize_mxfp4_key");
   });
-  m.def("fakequant_fp8_row",
-        [](const Array<float>& x) { return fakequant_rows(x, nm::kFp8RowBlock, nm::fakequant_fp8_row, "fakequant_fp8_row"); });
-  m.def("fakequant_nvfp4",
-        [](const Array<float>& x) { return fakequant_rows(x, nm::kNvfp4Block, nm::fakequant_nvfp4, "fakequant_nvfp4"); });
-  m.def("fakequant_mxfp4",
-        [](const Array<float>& x) { return fakequant_rows(x, nm::kMxfp4Block, nm::fakequant_mxfp4, "fakequant_mxfp4"); });
+  m.def("fakequant_fp8_row", [](const Array<float>& x) {
+    return fakequant_rows(x, nm::kFp8RowBlock, nm::fakequant_fp8_row, "fakequant_fp8_row");
+  });
+  m.def("fakequant_nvfp4", [](const Array<float>& x) {
+    return fakequant_rows(x, nm::kNvfp4Block, nm::fakequant_nvfp4, "fakequant_nvfp4");
+  });
+  m.def("fakequant_mxfp4", [](const Array<float>& x) {
+    return fakequant_rows(x, nm::kMxfp4Block, nm::fakequant_mxfp4, "fakequant_mxfp4");
+  });
 }
 
 void bind_weight_formats(py::module_& m) {

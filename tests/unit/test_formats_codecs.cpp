@@ -21,8 +21,12 @@ uint64_t fresh_seed() {
   return static_cast<uint64_t>(std::chrono::high_resolution_clock::now().time_since_epoch().count());
 }
 
-float from_bits(uint32_t bits) { return nm::bits_to_float(bits); }
-uint32_t to_bits(float x) { return nm::float_to_bits(x); }
+float from_bits(uint32_t bits) {
+  return nm::bits_to_float(bits);
+}
+uint32_t to_bits(float x) {
+  return nm::float_to_bits(x);
+}
 
 // Positive finite values of an 8-bit-or-narrower format, indexed by code (NaN codes skipped by the caller).
 struct Grid {
@@ -90,10 +94,10 @@ TEST_CASE("E4M3 facts: range, ties, overflow to NaN, signed zeros, specials") {
   CHECK(nm::e4m3_from_float(std::numeric_limits<float>::infinity()) == 0x7F);
   CHECK(nm::e4m3_from_float(std::numeric_limits<float>::quiet_NaN()) == 0x7F);
   CHECK(nm::e4m3_from_float(-0.0f) == 0x80);
-  CHECK(nm::e4m3_from_float(std::ldexp(1.0f, -10)) == 0x00);       // tie 0 / 2^-9 -> even 0
-  CHECK(nm::e4m3_from_float(3 * std::ldexp(1.0f, -10)) == 0x02);   // tie 2^-9 / 2^-8 -> even code 2
-  CHECK(nm::e4m3_from_float(1.0625f) == 0x38);                     // tie 1 / 1.125 -> even 1
-  CHECK(nm::e4m3_from_float(1.1875f) == 0x3A);                     // tie 1.125 / 1.25 -> even 1.25
+  CHECK(nm::e4m3_from_float(std::ldexp(1.0f, -10)) == 0x00);      // tie 0 / 2^-9 -> even 0
+  CHECK(nm::e4m3_from_float(3 * std::ldexp(1.0f, -10)) == 0x02);  // tie 2^-9 / 2^-8 -> even code 2
+  CHECK(nm::e4m3_from_float(1.0625f) == 0x38);                    // tie 1 / 1.125 -> even 1
+  CHECK(nm::e4m3_from_float(1.1875f) == 0x3A);                    // tie 1.125 / 1.25 -> even 1.25
   CHECK(nm::e4m3_from_float_satfinite(1e30f) == 0x7E);
   CHECK(nm::e4m3_from_float_satfinite(-std::numeric_limits<float>::infinity()) == 0xFE);
   CHECK(nm::e4m3_from_float_satfinite(std::numeric_limits<float>::quiet_NaN()) == 0x7F);
@@ -172,12 +176,13 @@ TEST_CASE("E4M3 and E2M1 encoders pick the nearest table value, ties to the even
     int mismatches = 0;
     for (const float x : xs) {
       const int nearest = nearest_code(c.grid, std::fabs(static_cast<double>(x)));
-      const uint8_t magnitude_code = nearest >= 0 ? static_cast<uint8_t>(nearest)
-                                                  : static_cast<uint8_t>(c.overflow_is_nan ? 0x7F : c.grid.max_code);
+      const uint8_t magnitude_code = nearest >= 0
+                                         ? static_cast<uint8_t>(nearest)
+                                         : static_cast<uint8_t>(c.overflow_is_nan ? 0x7F : c.grid.max_code);
       const uint8_t want = static_cast<uint8_t>(magnitude_code | (std::signbit(x) ? c.sign_bit : 0));
       if (c.encode(x) != want && ++mismatches <= 3) {
-        std::fprintf(stderr, "%s(%a) = %#x, nearest %#x (seed %llu)\n", c.name, static_cast<double>(x), c.encode(x),
-                     want, static_cast<unsigned long long>(seed));
+        std::fprintf(stderr, "%s(%a) = %#x, nearest %#x (seed %llu)\n", c.name, static_cast<double>(x),
+                     c.encode(x), want, static_cast<unsigned long long>(seed));
       }
     }
     CHECK(mismatches == 0);
@@ -198,14 +203,14 @@ TEST_CASE("BF16 encoder rounds to the nearer of the two bracketing BF16 values, 
     const uint32_t above = below + 0x10000u;    // next BF16 away from zero (may be Inf)
     // Past the largest BF16 the next value up is the overflow threshold's power of two, ±2^128 (then Inf).
     const double above_value = (above & 0x7F800000u) == 0x7F800000u ? std::copysign(std::ldexp(1.0, 128), x)
-                                                                      : static_cast<double>(from_bits(above));
+                                                                    : static_cast<double>(from_bits(above));
     const double d_below = std::fabs(static_cast<double>(x) - static_cast<double>(from_bits(below)));
     const double d_above = std::fabs(above_value - static_cast<double>(x));
     const bool take_above = d_above < d_below || (d_above == d_below && ((below >> 16) & 1u) != 0);
     const uint16_t want = static_cast<uint16_t>((take_above ? above : below) >> 16);
     if (nm::bf16_from_float(x) != want && ++mismatches <= 3) {
-      std::fprintf(stderr, "bf16(%a) = %#x, want %#x (seed %llu)\n", static_cast<double>(x), nm::bf16_from_float(x), want,
-                   static_cast<unsigned long long>(seed));
+      std::fprintf(stderr, "bf16(%a) = %#x, want %#x (seed %llu)\n", static_cast<double>(x),
+                   nm::bf16_from_float(x), want, static_cast<unsigned long long>(seed));
     }
   }
   CHECK(mismatches == 0);

@@ -1,6 +1,7 @@
 // KV records and weight formats (include/flashkv/numeric/kv_records.hpp, weight_formats.hpp): sizes, layout,
 // scale codes against the spec formulas evaluated in double, per-block round-trip error bounds on fresh
-// random data, poisoned blocks. Byte equality with the numpy oracle is in tests/python/test_formats_records.py.
+// random data, poisoned blocks. Byte equality with the numpy oracle is in
+// tests/python/test_formats_records.py.
 #include <flashkv/numeric/kv_records.hpp>
 #include <flashkv/numeric/weight_formats.hpp>
 
@@ -72,7 +73,9 @@ double e4m3_half_step(double v) {
 }
 
 // Half the distance between neighbours of the E2M1 grid at magnitude v (v <= 6).
-double e2m1_half_step(double v) { return v < 2 ? 0.25 : (v < 4 ? 0.5 : 1.0); }
+double e2m1_half_step(double v) {
+  return v < 2 ? 0.25 : (v < 4 ? 0.5 : 1.0);
+}
 
 struct Record {
   const char* name;
@@ -89,10 +92,10 @@ struct Record {
 const Record kRecords[] = {
     {"fp8", 32, nm::fp8_row_bytes, nm::quantize_fp8_row, nm::dequantize_fp8_row, nm::fakequant_fp8_row, 32,
      nm::e8m0_to_float, true},
-    {"nvfp4", 16, nm::nvfp4_entry_bytes, nm::quantize_nvfp4_entry, nm::dequantize_nvfp4_entry, nm::fakequant_nvfp4, 8,
-     nm::e4m3_to_float, false},
-    {"mxfp4", 32, nm::mxfp4_key_bytes, nm::quantize_mxfp4_key, nm::dequantize_mxfp4_key, nm::fakequant_mxfp4, 16,
-     nm::e8m0_to_float, false},
+    {"nvfp4", 16, nm::nvfp4_entry_bytes, nm::quantize_nvfp4_entry, nm::dequantize_nvfp4_entry,
+     nm::fakequant_nvfp4, 8, nm::e4m3_to_float, false},
+    {"mxfp4", 32, nm::mxfp4_key_bytes, nm::quantize_mxfp4_key, nm::dequantize_mxfp4_key, nm::fakequant_mxfp4,
+     16, nm::e8m0_to_float, false},
 };
 
 }  // namespace
@@ -115,8 +118,8 @@ TEST_CASE("block scale codes equal the spec formulas evaluated in double") {
   int mismatches = 0;
   auto expect = [&](const char* what, float amax, unsigned got, unsigned want) {
     if (got != want && ++mismatches <= 5) {
-      std::fprintf(stderr, "%s(amax=%a) = %u, spec %u (seed %llu)\n", what, static_cast<double>(amax), got, want,
-                   static_cast<unsigned long long>(seed));
+      std::fprintf(stderr, "%s(amax=%a) = %u, spec %u (seed %llu)\n", what, static_cast<double>(amax), got,
+                   want, static_cast<unsigned long long>(seed));
     }
   };
   for (const float amax : amax_sample(gen)) {
@@ -128,7 +131,8 @@ TEST_CASE("block scale codes equal the spec formulas evaluated in double") {
     expect("mxfp4", amax, nm::mxfp4_block_scale_code(amax),
            static_cast<unsigned>(ceil_log2(std::max(a, 6.0 * std::ldexp(1.0, -126)) / 6.0) + 127));
     // NVFP4: e4m3_rne(max(amax, 6·2^-9)/6), the quotient exact in double.
-    expect("nvfp4", amax, nm::nvfp4_block_scale_code(amax), nearest_e4m3(std::max(a, 6.0 * std::ldexp(1.0, -9)) / 6.0));
+    expect("nvfp4", amax, nm::nvfp4_block_scale_code(amax),
+           nearest_e4m3(std::max(a, 6.0 * std::ldexp(1.0, -9)) / 6.0));
     // FP8 weights: 2^ceil(log2(max(amax, 448·2^-126)/448)).
     expect("fp8 weight", amax, nm::fp8_weight_scale_code(amax),
            static_cast<unsigned>(ceil_log2(std::max(a, std::ldexp(448.0, -126)) / 448.0) + 127));
@@ -165,13 +169,15 @@ TEST_CASE("records round-trip within half a grid step of each block's scale") {
           }
           const double v = std::fabs(xc) / scale;
           const double top = r.fp8 ? 448.0 : 6.0;
-          const double bound = std::max(scale * (r.fp8 ? e4m3_half_step(std::min(v, top)) : e2m1_half_step(std::min(v, top))),
-                                        std::fabs(xc) - top * scale);
+          const double bound =
+              std::max(scale * (r.fp8 ? e4m3_half_step(std::min(v, top)) : e2m1_half_step(std::min(v, top))),
+                       std::fabs(xc) - top * scale);
           const bool same_side = yc == 0.0 || std::signbit(yc) == std::signbit(xc);
-          const bool same_as_fake = nm::float_to_bits(fake[static_cast<size_t>(c)]) == nm::float_to_bits(back[static_cast<size_t>(c)]);
+          const bool same_as_fake = nm::float_to_bits(fake[static_cast<size_t>(c)]) ==
+                                    nm::float_to_bits(back[static_cast<size_t>(c)]);
           if ((std::fabs(xc - yc) > bound || !same_side || !same_as_fake) && ++violations <= 3) {
-            std::fprintf(stderr, "%s C=%d ch %d: x=%a back=%a scale=%a (seed %llu)\n", r.name, C, c, xc, yc, scale,
-                         static_cast<unsigned long long>(seed));
+            std::fprintf(stderr, "%s C=%d ch %d: x=%a back=%a scale=%a (seed %llu)\n", r.name, C, c, xc, yc,
+                         scale, static_cast<unsigned long long>(seed));
           }
         }
       }
@@ -213,7 +219,8 @@ TEST_CASE("a NaN or Inf poisons only its own block: NaN scale, zero codes, NaN v
       const uint8_t nan_scale = (r.fp8 || r.block == 32) ? nm::kE8m0Nan : nm::kE4m3Nan;
       CHECK(record[data_bytes + 1] == nan_scale);
       CHECK(record[data_bytes] != nan_scale);
-      for (int i = 0; i < r.data_bytes_per_block; ++i) CHECK(record[static_cast<size_t>(r.data_bytes_per_block + i)] == 0);
+      for (int i = 0; i < r.data_bytes_per_block; ++i)
+        CHECK(record[static_cast<size_t>(r.data_bytes_per_block + i)] == 0);
       for (int c = 0; c < C; ++c) CHECK(std::isnan(back[static_cast<size_t>(c)]) == (c / r.block == 1));
     }
   }
@@ -255,18 +262,21 @@ TEST_CASE("weight quantizers round-trip within half a grid step") {
     const double v = std::min(std::fabs(x) / scale, fp8 ? 448.0 : 6.0);
     const double bound = scale * (fp8 ? e4m3_half_step(v) : e2m1_half_step(v));
     if (std::fabs(x - y) > bound && ++violations <= 3) {
-      std::fprintf(stderr, "%s: %a -> %a, scale %a (seed %llu)\n", what, x, y, scale, static_cast<unsigned long long>(seed));
+      std::fprintf(stderr, "%s: %a -> %a, scale %a (seed %llu)\n", what, x, y, scale,
+                   static_cast<unsigned long long>(seed));
     }
   };
   {
-    std::vector<uint8_t> q(w.size()), s(static_cast<size_t>(nm::weight_blocks(rows) * nm::weight_blocks(cols)));
+    std::vector<uint8_t> q(w.size()),
+        s(static_cast<size_t>(nm::weight_blocks(rows) * nm::weight_blocks(cols)));
     std::vector<float> back(w.size());
     nm::quantize_fp8_block32(w.data(), rows, cols, q.data(), s.data());
     nm::dequantize_fp8_block32(q.data(), s.data(), rows, cols, back.data());
     for (int r = 0; r < rows; ++r) {
       for (int c = 0; c < cols; ++c) {
         const size_t i = static_cast<size_t>(r * cols + c);
-        check("fp8 block32", w[i], back[i], nm::e8m0_to_float(s[static_cast<size_t>((r / 32) * nm::weight_blocks(cols) + c / 32)]), true);
+        check("fp8 block32", w[i], back[i],
+              nm::e8m0_to_float(s[static_cast<size_t>((r / 32) * nm::weight_blocks(cols) + c / 32)]), true);
       }
     }
   }
@@ -276,7 +286,9 @@ TEST_CASE("weight quantizers round-trip within half a grid step") {
     nm::quantize_fp8_rows32(w.data(), rows, cols, q.data(), s.data());
     nm::dequantize_fp8_rows32(q.data(), s.data(), rows, cols, back.data());
     for (size_t i = 0; i < w.size(); ++i) {
-      check("fp8 rows32", w[i], back[i], nm::e8m0_to_float(s[i / static_cast<size_t>(cols) * 3 + (i % static_cast<size_t>(cols)) / 32]), true);
+      check("fp8 rows32", w[i], back[i],
+            nm::e8m0_to_float(s[i / static_cast<size_t>(cols) * 3 + (i % static_cast<size_t>(cols)) / 32]),
+            true);
     }
   }
   {
@@ -284,7 +296,8 @@ TEST_CASE("weight quantizers round-trip within half a grid step") {
     std::vector<float> back(w.size());
     nm::quantize_mxfp4_weight(w.data(), rows, cols, packed.data(), s.data());
     nm::dequantize_mxfp4_weight(packed.data(), s.data(), rows, cols, back.data());
-    for (size_t i = 0; i < w.size(); ++i) check("mxfp4 weight", w[i], back[i], nm::e8m0_to_float(s[i / 32]), false);
+    for (size_t i = 0; i < w.size(); ++i)
+      check("mxfp4 weight", w[i], back[i], nm::e8m0_to_float(s[i / 32]), false);
   }
   CHECK(violations == 0);
 }

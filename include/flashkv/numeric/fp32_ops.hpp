@@ -55,18 +55,28 @@ FKV_HOST_DEVICE inline float mul_rn(float a, float b) {
 #endif
 }
 
-FKV_HOST_DEVICE inline bool is_nan(float x) { return (float_to_bits(x) & 0x7FFFFFFFu) > 0x7F800000u; }
+FKV_HOST_DEVICE inline bool is_nan(float x) {
+  return (float_to_bits(x) & 0x7FFFFFFFu) > 0x7F800000u;
+}
 
 // True for every finite value; false for ±Inf and NaN.
-FKV_HOST_DEVICE inline bool is_finite(float x) { return (float_to_bits(x) & 0x7F800000u) != 0x7F800000u; }
+FKV_HOST_DEVICE inline bool is_finite(float x) {
+  return (float_to_bits(x) & 0x7F800000u) != 0x7F800000u;
+}
 
-FKV_HOST_DEVICE inline float abs_value(float x) { return bits_to_float(float_to_bits(x) & 0x7FFFFFFFu); }
+FKV_HOST_DEVICE inline float abs_value(float x) {
+  return bits_to_float(float_to_bits(x) & 0x7FFFFFFFu);
+}
 
 // max(a, b) for non-negative a, b where a NaN in either operand wins (fmaxf would drop it).
-FKV_HOST_DEVICE inline float amax_combine(float a, float b) { return (a > b || is_nan(a)) ? a : b; }
+FKV_HOST_DEVICE inline float amax_combine(float a, float b) {
+  return (a > b || is_nan(a)) ? a : b;
+}
 
 // Folds |x| into a running block maximum (start from 0.0f); NaN-propagating, see amax_combine.
-FKV_HOST_DEVICE inline float amax_update(float amax, float x) { return amax_combine(amax, abs_value(x)); }
+FKV_HOST_DEVICE inline float amax_update(float amax, float x) {
+  return amax_combine(amax, abs_value(x));
+}
 
 // max |x[i]| over n values; NaN if any x[i] is NaN, +Inf if any is infinite (and none is NaN).
 FKV_HOST_DEVICE inline float block_amax(const float* x, int n) {

@@ -73,7 +73,9 @@ FKV_HOST_DEVICE inline uint8_t nvfp4_block_scale_code(float amax) {
   return e4m3_from_float(div_rn(amax_combine(amax, kNvfp4AmaxFloor), kE2m1Max));
 }
 // The decoded NVFP4 scale (a float with at most 4 significant bits, or NaN).
-FKV_HOST_DEVICE inline float nvfp4_block_scale(float amax) { return e4m3_to_float(nvfp4_block_scale_code(amax)); }
+FKV_HOST_DEVICE inline float nvfp4_block_scale(float amax) {
+  return e4m3_to_float(nvfp4_block_scale_code(amax));
+}
 
 // ---- per-element coding, given the decoded block scale ---------------------------------------------------
 
@@ -88,11 +90,19 @@ FKV_HOST_DEVICE inline uint8_t fp4_encode(float x, float scale) {
   return e2m1_from_float(clamp_symmetric(div_rn(x, scale), kE2m1Max));
 }
 // NVFP4 and MXFP4 elements differ only in how the scale was chosen.
-FKV_HOST_DEVICE inline uint8_t nvfp4_encode(float x, float scale) { return fp4_encode(x, scale); }
-FKV_HOST_DEVICE inline uint8_t mxfp4_encode(float x, float scale) { return fp4_encode(x, scale); }
+FKV_HOST_DEVICE inline uint8_t nvfp4_encode(float x, float scale) {
+  return fp4_encode(x, scale);
+}
+FKV_HOST_DEVICE inline uint8_t mxfp4_encode(float x, float scale) {
+  return fp4_encode(x, scale);
+}
 
-FKV_HOST_DEVICE inline float fp8_decode(uint8_t code, float scale) { return mul_rn(e4m3_to_float(code), scale); }
-FKV_HOST_DEVICE inline float fp4_decode(uint8_t code, float scale) { return mul_rn(e2m1_to_float(code), scale); }
+FKV_HOST_DEVICE inline float fp8_decode(uint8_t code, float scale) {
+  return mul_rn(e4m3_to_float(code), scale);
+}
+FKV_HOST_DEVICE inline float fp4_decode(uint8_t code, float scale) {
+  return mul_rn(e2m1_to_float(code), scale);
+}
 
 // ---- whole records ----------------------------------------------------------------------------------------
 
@@ -174,7 +184,8 @@ FKV_HOST_DEVICE inline void fakequant_fp8_row(const float* x, int C, float* out)
   for (int block = 0; block < C / kFp8RowBlock; ++block) {
     const float* xb = x + block * kFp8RowBlock;
     const float scale = e8m0_to_float(fp8_block_scale_code(block_amax(xb, kFp8RowBlock)));
-    for (int i = 0; i < kFp8RowBlock; ++i) out[block * kFp8RowBlock + i] = fp8_decode(fp8_encode(xb[i], scale), scale);
+    for (int i = 0; i < kFp8RowBlock; ++i)
+      out[block * kFp8RowBlock + i] = fp8_decode(fp8_encode(xb[i], scale), scale);
   }
 }
 
@@ -182,7 +193,8 @@ FKV_HOST_DEVICE inline void fakequant_nvfp4(const float* x, int C, float* out) {
   for (int block = 0; block < C / kNvfp4Block; ++block) {
     const float* xb = x + block * kNvfp4Block;
     const float scale = nvfp4_block_scale(block_amax(xb, kNvfp4Block));
-    for (int i = 0; i < kNvfp4Block; ++i) out[block * kNvfp4Block + i] = fp4_decode(fp4_encode(xb[i], scale), scale);
+    for (int i = 0; i < kNvfp4Block; ++i)
+      out[block * kNvfp4Block + i] = fp4_decode(fp4_encode(xb[i], scale), scale);
   }
 }
 
@@ -190,7 +202,8 @@ FKV_HOST_DEVICE inline void fakequant_mxfp4(const float* x, int C, float* out) {
   for (int block = 0; block < C / kMxfp4Block; ++block) {
     const float* xb = x + block * kMxfp4Block;
     const float scale = e8m0_to_float(mxfp4_block_scale_code(block_amax(xb, kMxfp4Block)));
-    for (int i = 0; i < kMxfp4Block; ++i) out[block * kMxfp4Block + i] = fp4_decode(fp4_encode(xb[i], scale), scale);
+    for (int i = 0; i < kMxfp4Block; ++i)
+      out[block * kMxfp4Block + i] = fp4_decode(fp4_encode(xb[i], scale), scale);
   }
 }
 

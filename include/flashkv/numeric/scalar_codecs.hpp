@@ -40,12 +40,15 @@ FKV_HOST_DEVICE inline uint32_t round_to_narrow(uint32_t magnitude, int mantissa
   int shift = 23 - mantissa_bits + denormal_shift;
   // Past 25 bits every significand (< 2^24) is below half a unit and rounds to 0 anyway.
   if (shift > 25) shift = 25;
-  const uint32_t exponent_field = exponent < min_exponent ? 0u : static_cast<uint32_t>(exponent - min_exponent);
+  const uint32_t exponent_field =
+      exponent < min_exponent ? 0u : static_cast<uint32_t>(exponent - min_exponent);
   // For normals the rounded significand still holds the implicit bit, which adds the missing 1 to the field.
   return (exponent_field << mantissa_bits) + shift_right_rne(significand, shift);
 }
 
-FKV_HOST_DEVICE inline uint8_t sign_byte(uint32_t bits) { return static_cast<uint8_t>((bits >> 24) & 0x80u); }
+FKV_HOST_DEVICE inline uint8_t sign_byte(uint32_t bits) {
+  return static_cast<uint8_t>((bits >> 24) & 0x80u);
+}
 
 }  // namespace detail
 
@@ -178,6 +181,8 @@ FKV_HOST_DEVICE inline uint16_t bf16_from_float(float x) {
 }
 
 // Exact: the code becomes the top 16 bits (NaN payloads kept).
-FKV_HOST_DEVICE inline float bf16_to_float(uint16_t code) { return bits_to_float(static_cast<uint32_t>(code) << 16); }
+FKV_HOST_DEVICE inline float bf16_to_float(uint16_t code) {
+  return bits_to_float(static_cast<uint32_t>(code) << 16);
+}
 
 }  // namespace flashkv::numeric

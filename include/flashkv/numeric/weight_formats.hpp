@@ -34,27 +34,34 @@ constexpr int kWeightBlock = 32;
 constexpr float kFp8WeightAmaxFloor = 448.0f * 0x1p-126f;  // the FP8 weight scale never goes below 2^-126
 
 // Number of 32-wide scale blocks covering n rows or columns.
-FKV_HOST_DEVICE constexpr int weight_blocks(int n) { return (n + kWeightBlock - 1) / kWeightBlock; }
+FKV_HOST_DEVICE constexpr int weight_blocks(int n) {
+  return (n + kWeightBlock - 1) / kWeightBlock;
+}
 
 FKV_HOST_DEVICE inline uint8_t fp8_weight_scale_code(float amax) {
   return pow2_scale_code(amax, kFp8WeightAmaxFloor, kInvE4m3Max);
 }
 // Same rule and floor as the MXFP4 index-key scale.
-FKV_HOST_DEVICE inline uint8_t mxfp4_weight_scale_code(float amax) { return mxfp4_block_scale_code(amax); }
+FKV_HOST_DEVICE inline uint8_t mxfp4_weight_scale_code(float amax) {
+  return mxfp4_block_scale_code(amax);
+}
 
 // ---- FP8 E4M3, one E8M0 scale per 32x32 tile ----------------------------------------------------------
 
-FKV_HOST_DEVICE inline void dequantize_fp8_block32(const uint8_t* q, const uint8_t* scales, int rows, int cols,
-                                                   float* out) {
+FKV_HOST_DEVICE inline void dequantize_fp8_block32(const uint8_t* q, const uint8_t* scales, int rows,
+                                                   int cols, float* out) {
   const int scale_cols = weight_blocks(cols);
   for (int r = 0; r < rows; ++r) {
-    const uint8_t* scale_row = scales + static_cast<size_t>(r / kWeightBlock) * static_cast<size_t>(scale_cols);
+    const uint8_t* scale_row =
+        scales + static_cast<size_t>(r / kWeightBlock) * static_cast<size_t>(scale_cols);
     const size_t base = static_cast<size_t>(r) * static_cast<size_t>(cols);
-    for (int c = 0; c < cols; ++c) out[base + c] = fp8_decode(q[base + c], e8m0_to_float(scale_row[c / kWeightBlock]));
+    for (int c = 0; c < cols; ++c)
+      out[base + c] = fp8_decode(q[base + c], e8m0_to_float(scale_row[c / kWeightBlock]));
   }
 }
 
-FKV_HOST_DEVICE inline void quantize_fp8_block32(const float* w, int rows, int cols, uint8_t* q, uint8_t* scales) {
+FKV_HOST_DEVICE inline void quantize_fp8_block32(const float* w, int rows, int cols, uint8_t* q,
+                                                 uint8_t* scales) {
   const int scale_cols = weight_blocks(cols);
   for (int tile_r = 0; tile_r < weight_blocks(rows); ++tile_r) {
     const int r0 = tile_r * kWeightBlock;
@@ -64,7 +71,8 @@ FKV_HOST_DEVICE inline void quantize_fp8_block32(const float* w, int rows, int c
       const int c1 = c0 + kWeightBlock < cols ? c0 + kWeightBlock : cols;
       float amax = 0.0f;
       for (int r = r0; r < r1; ++r) {
-        for (int c = c0; c < c1; ++c) amax = amax_update(amax, w[static_cast<size_t>(r) * static_cast<size_t>(cols) + c]);
+        for (int c = c0; c < c1; ++c)
+          amax = amax_update(amax, w[static_cast<size_t>(r) * static_cast<size_t>(cols) + c]);
       }
       const uint8_t code = fp8_weight_scale_code(amax);
       const float scale = e8m0_to_float(code);
@@ -74,7 +82,8 @@ FKV_HOST_DEVICE inline void quantize_fp8_block32(const float* w, int rows, int c
           q[i] = fp8_encode(w[i], scale);
         }
       }
-      scales[static_cast<size_t>(tile_r) * static_cast<size_t>(scale_cols) + static_cast<size_t>(tile_c)] = code;
+      scales[static_cast<size_t>(tile_r) * static_cast<size_t>(scale_cols) + static_cast<size_t>(tile_c)] =
+          code;
     }
   }
 }
@@ -87,11 +96,13 @@ FKV_HOST_DEVICE inline void dequantize_fp8_rows32(const uint8_t* q, const uint8_
   for (int r = 0; r < rows; ++r) {
     const uint8_t* scale_row = scales + static_cast<size_t>(r) * static_cast<size_t>(scale_cols);
     const size_t base = static_cast<size_t>(r) * static_cast<size_t>(cols);
-    for (int c = 0; c < cols; ++c) out[base + c] = fp8_decode(q[base + c], e8m0_to_float(scale_row[c / kWeightBlock]));
+    for (int c = 0; c < cols; ++c)
+      out[base + c] = fp8_decode(q[base + c], e8m0_to_float(scale_row[c / kWeightBlock]));
   }
 }
 
-FKV_HOST_DEVICE inline void quantize_fp8_rows32(const float* w, int rows, int cols, uint8_t* q, uint8_t* scales) {
+FKV_HOST_DEVICE inline void quantize_fp8_rows32(const float* w, int rows, int cols, uint8_t* q,
+                                                uint8_t* scales) {
   const int scale_cols = weight_blocks(cols);
   for (int r = 0; r < rows; ++r) {
     const size_t base = static_cast<size_t>(r) * static_cast<size_t>(cols);
@@ -108,15 +119,16 @@ FKV_HOST_DEVICE inline void quantize_fp8_rows32(const float* w, int rows, int co
 
 // ---- MXFP4: E2M1 pairs [rows, cols/2] + one E8M0 scale per 32 columns [rows, cols/32] ---------------------
 
-FKV_HOST_DEVICE inline void dequantize_mxfp4_weight(const uint8_t* packed, const uint8_t* scales, int rows, int cols,
-                                                    float* out) {
+FKV_HOST_DEVICE inline void dequantize_mxfp4_weight(const uint8_t* packed, const uint8_t* scales, int rows,
+                                                    int cols, float* out) {
   const int scale_cols = cols / kWeightBlock;
   for (int r = 0; r < rows; ++r) {
     const uint8_t* packed_row = packed + static_cast<size_t>(r) * static_cast<size_t>(cols / 2);
     const uint8_t* scale_row = scales + static_cast<size_t>(r) * static_cast<size_t>(scale_cols);
     for (int block = 0; block < scale_cols; ++block) {
-      detail::decode_fp4_block(packed_row + block * (kWeightBlock / 2), kWeightBlock, e8m0_to_float(scale_row[block]),
-                               out + static_cast<size_t>(r) * static_cast<size_t>(cols) + block * kWeightBlock);
+      detail::decode_fp4_block(
+          packed_row + block * (kWeightBlock / 2), kWeightBlock, e8m0_to_float(scale_row[block]),
+          out + static_cast<size_t>(r) * static_cast<size_t>(cols) + block * kWeightBlock);
     }
   }
 }
@@ -130,7 +142,8 @@ FKV_HOST_DEVICE inline void quantize_mxfp4_weight(const float* w, int rows, int 
     for (int block = 0; block < scale_cols; ++block) {
       const float* wb = w_row + block * kWeightBlock;
       const uint8_t code = mxfp4_weight_scale_code(block_amax(wb, kWeightBlock));
-      detail::encode_fp4_block(wb, kWeightBlock, e8m0_to_float(code), packed_row + block * (kWeightBlock / 2));
+      detail::encode_fp4_block(wb, kWeightBlock, e8m0_to_float(code),
+                               packed_row + block * (kWeightBlock / 2));
       scales[static_cast<size_t>(r) * static_cast<size_t>(scale_cols) + static_cast<size_t>(block)] = code;
     }
   }
