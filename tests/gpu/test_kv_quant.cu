@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -161,16 +162,23 @@ const Kind* kind_named(const std::string& name) {
 // ---- random rows -------------------------------------------------------------------------------
 
 // Values of one block drawn from one of several regimes, so every branch of the codecs is hit:
-// ordinary magnitudes, an outlier, the scale floor, constants, exact ties, subnormals and zeros.
+// ordinary magnitudes, an outlier, the scale floor, constants, exact ties, subnormals, zeros, and
+// poisoned blocks (NaN / Inf).
 class RowMaker {
  public:
+  static constexpr int kRegimes = 11;
+
   RowMaker(const Kind& kind, uint64_t seed) : kind_(kind), rng_(seed) {}
 
+  // Half of the rows use one regime for every block, the other half draw a regime per block.
   std::vector<float> rows(int64_t n, int c) {
     std::vector<float> x(static_cast<size_t>(n) * c);
     for (int64_t r = 0; r < n; ++r) {
-      const int regime = pick(0, 9);
-      for (int b = 0; b < c; b += kind_.block) fill_block(regime, &x[static_cast<size_t>(r) * c + b]);
+      const bool one_regime = pick(0, 1) == 0;
+      const int row_regime = pick(0, kRegimes - 1);
+      for (int b = 0; b < c; b += kind_.block) {
+        fill_block(one_regime ? row_regime : pick(0, kRegimes - 1), &x[static_cast<size_t>(r) * c + b]);
+      }
     }
     return x;
   }
@@ -218,6 +226,14 @@ class RowMaker {
         const float scale = std::ldexp(1.0f, pick(-12, 12));
         for (int i = 0; i < b; ++i) x[i] = uniform(-1.0f, 1.0f) * kind_.max_code_value * scale;
         x[pick(0, b - 1)] = sign() * kind_.max_code_value * scale;
+        break;
+      }
+      case 9: {  // poisoned: a NaN or an infinity among ordinary values (scale NaN, all codes 0)
+        for (int i = 0; i < b; ++i) x[i] = normal();
+        const float specials[] = {std::numeric_limits<float>::quiet_NaN(),
+                                  std::numeric_limits<float>::infinity(),
+                                  -std::numeric_limits<float>::infinity()};
+        x[pick(0, b - 1)] = specials[pick(0, 2)];
         break;
       }
       default: {  // zeros with a single non-zero channel
