@@ -228,8 +228,8 @@ __global__ void __launch_bounds__(1024)
     quantize_kernel(const typename In::Storage* __restrict__ rows, int64_t n, int C,
                     uint8_t* __restrict__ records, int rows_per_tile) {
   constexpr int kChannels = In::kChannels;
-  constexpr int kLanesPerBlock = Kind::kBlock / kChannels > 0 ? Kind::kBlock / kChannels : 1;
   static_assert(Kind::kBlock % kChannels == 0, "a chunk must not straddle two scale blocks");
+  constexpr int kLanesPerBlock = Kind::kBlock / kChannels;  // 1, 2 or 4 lanes share a scale
   constexpr int kOutBytes = kChannels * Kind::kBitsPerChannel / 8;
 
   const int chunks_per_row = C / kChannels;
