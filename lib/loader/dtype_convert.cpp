@@ -98,6 +98,12 @@ std::vector<std::uint8_t> read_e8m0_codes(const TensorView& view) {
   return codes;
 }
 
+std::span<const std::uint8_t> e8m0_code_bytes(const TensorView& view) {
+  if (view.dtype != DType::kF8E8M0 && view.dtype != DType::kU8)
+    fail_dtype(view, "an E8M0 scale as F8_E8M0 or U8");
+  return as_u8(view);
+}
+
 std::span<const std::uint8_t> packed_e2m1_bytes(const TensorView& view) {
   if (view.dtype != DType::kI8 && view.dtype != DType::kU8) fail_dtype(view, "packed E2M1 pairs as I8 or U8");
   return as_u8(view);

@@ -28,6 +28,10 @@ std::vector<float> read_float32(const TensorView& view);
 // E8M0 codes (value 2^(code-127); 0xFF is NaN) of a scale tensor stored as F8_E8M0, U8 or F32.
 std::vector<std::uint8_t> read_e8m0_codes(const TensorView& view);
 
+// The same codes without a copy, for scales stored as F8_E8M0 or U8 (kUnsupported for F32: use
+// read_e8m0_codes). Meant for the large Engram scale tables.
+std::span<const std::uint8_t> e8m0_code_bytes(const TensorView& view);
+
 // The bytes of packed E2M1 pairs (low nibble = even column), stored as I8 or U8. No copy.
 std::span<const std::uint8_t> packed_e2m1_bytes(const TensorView& view);
 

@@ -18,6 +18,7 @@
 #include "loader/safetensors_file.hpp"
 #include "loader/safetensors_header.hpp"
 #include "loader/tensor_inventory.hpp"
+#include "loader/weight_reader.hpp"
 
 namespace py = pybind11;
 
@@ -130,6 +131,13 @@ void bind_checkpoint(py::module_& m) {
                return py::bytes(reinterpret_cast<const char*>(codes.data()), codes.size());
              });
            })
+      .def("e8m0_code_bytes",
+           [](const Checkpoint& checkpoint, const std::string& name) {
+             return translated([&] {
+               const auto bytes = loader::e8m0_code_bytes(checkpoint.tensor(name));
+               return py::bytes(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+             });
+           })
       .def("packed_e2m1_bytes",
            [](const Checkpoint& checkpoint, const std::string& name) {
              return translated([&] {
@@ -209,6 +217,25 @@ void bind_inventory(py::module_& m) {
       return 0;
     });
   });
+
+  m.def(
+      "read_all_weights",
+      [](const std::string& checkpoint_path, const std::string& config_path) {
+        return translated([&] {
+          const ModelConfig config = load_model_config(config_path);
+          const Checkpoint checkpoint = Checkpoint::open(checkpoint_path);
+          py::dict weights;
+          for (const auto& expected : loader::expected_tensors(config, make_layer_plan(config))) {
+            if (!checkpoint.find(expected.name)) continue;  // optional tensors
+            py::array_t<float> out(std::vector<py::ssize_t>(expected.shape.begin(), expected.shape.end()));
+            loader::read_weight_float32(
+                checkpoint, expected, std::span<float>(out.mutable_data(), static_cast<size_t>(out.size())));
+            weights[py::str(expected.name)] = out;
+          }
+          return weights;
+        });
+      },
+      "{name: fp32 array} of every expected weight present, dequantized by read_weight_float32.");
 
   m.def("describe_checkpoint", [](const std::string& checkpoint_path) {
     return translated([&] {
