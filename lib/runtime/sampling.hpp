@@ -1,0 +1,51 @@
+// Sampler — turns one row of logits into one token id under flashkv::SamplingParams.
+//
+// Contract: the filters, their order, the tie rules and the NaN/inf rules are those of
+// include/flashkv/sampling.hpp. sample() advances the sampler's own generator by exactly one draw when it
+// samples (none when greedy), so a Session that keeps one Sampler across steps gets a reproducible stream;
+// copying a Sampler copies the generator state (a fork continues with the same draws).
+// Threading: one Sampler per thread at a time (sample() mutates the generator).
+// Errors: flashkv::Error kInvalidArgument for bad params (constructor), an empty logits row, a NaN logit,
+// a row with every logit -inf, or a history id outside [0, vocab).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include <flashkv/sampling.hpp>
+
+namespace flashkv::runtime {
+
+// xoshiro256** (Blackman & Vigna), seeded through splitmix64: fixed integer arithmetic, so the stream is
+// the same everywhere (std:: distributions are not).
+class SampleRng {
+ public:
+  explicit SampleRng(uint64_t seed);
+  uint64_t next_u64();
+  double next_unit();  // uniform in [0, 1), 53 random bits
+
+ private:
+  uint64_t state_[4];
+};
+
+class Sampler {
+ public:
+  explicit Sampler(const SamplingParams& params);
+
+  const SamplingParams& params() const { return params_; }
+
+  // Draws the next token from `logits` (one row, vocab entries) given the tokens so far (`history`, used by
+  // the penalties only).
+  int32_t sample(std::span<const float> logits, std::span<const int32_t> history);
+
+  // The distribution sample() draws from: vocab probabilities summing to 1, 0 for filtered tokens; one-hot
+  // for greedy. Does not touch the generator. For tests and diagnostics.
+  std::vector<double> probabilities(std::span<const float> logits, std::span<const int32_t> history) const;
+
+ private:
+  SamplingParams params_;
+  SampleRng rng_;
+};
+
+}  // namespace flashkv::runtime
