@@ -5,10 +5,12 @@
 namespace flashkv::testing {
 void bind_formats(pybind11::module_& m);
 void bind_loader(pybind11::module_& m);
+void bind_sampling(pybind11::module_& m);
 }  // namespace flashkv::testing
 
 PYBIND11_MODULE(flashkv_testing, m) {
   m.doc() = "flashkv internals exposed for oracle tests (not a public API)";
   flashkv::testing::bind_formats(m);
   flashkv::testing::bind_loader(m);
+  flashkv::testing::bind_sampling(m);
 }
