@@ -1,16 +1,19 @@
 // KV record quantizers on the GPU (contract in kv_quant.cuh).
 //
-// Work split: a thread owns one "chunk" of 32 input bytes of a row (8 fp32 or 16 BF16 channels) and
-// loads it with two 16-byte loads; the 2..4 lanes sharing a scale block combine their partial amax
-// with warp shuffles (NVFP4 from BF16 needs none: a chunk is a whole block). A CTA covers whole rows,
-// so a row's record is written by consecutive lanes: packed data as one contiguous run, the scale
-// bytes as a second run. The grid is sized to the resident capacity of the device and strides over
-// rows, so any n runs with full occupancy and no tail wave.
+// Work split: a quantizer thread owns one "chunk" of 32 input bytes of a row (8 fp32 or 16 BF16
+// channels); the 2..4 lanes sharing a scale block combine their partial amax with warp shuffles (NVFP4
+// from BF16 needs none: a chunk is a whole block). A CTA covers whole rows, so a row's record is written
+// by consecutive lanes: packed data as one contiguous run, the scale bytes as a second run. A loop step
+// covers kQuantizeTiles row tiles and each thread issues the loads of all of them before computing, to
+// keep more bytes in flight per SM. A dequantizer thread decodes 4-channel pieces into one 16-byte
+// store each (a warp stores 512 contiguous bytes), kDequantizeTiles row tiles per step. Grids are sized
+// to the resident capacity of the device and stride over rows, so any n runs with no tail wave.
 //
 // Numerics: records are byte-identical to the host codecs of <flashkv/numeric/kv_records.hpp>. Block
 // scales come from the host functions themselves, compiled for the device (they use explicit _rn
 // arithmetic, so nvcc's FMA contraction cannot change them); element codes come from the exact
-// shortcuts of kv_element_codecs.cuh, proven equal to the host encoders by exhaustive device tests.
+// shortcuts of kv_element_codecs.cuh (BF16 inputs to FP4 through f16x2 pairs), proven equal to the host
+// encoders and decoders by exhaustive device tests.
 #include "kv_quant.cuh"
 
 #include <flashkv/numeric/kv_records.hpp>
@@ -31,6 +34,10 @@ namespace nm = flashkv::numeric;
 constexpr int kChunkBytesIn = 32;  // input bytes per thread: two 16-byte loads
 constexpr int kMinThreads = 256;   // CTA size unless one row needs more threads
 constexpr unsigned kFullMask = 0xffffffffu;
+// Row tiles per loop step (loads of all of them in flight before any compute): chosen on the H200 among
+// 1/2/4 (quantizers) and 2/4/8 (dequantizers), docs/perf-notes/kv-quant.md.
+constexpr int kQuantizeTiles = 4;
+constexpr int kDequantizeTiles = 8;
 
 // ---- record kinds ------------------------------------------------------------------------------
 // Each kind states its block size and element width, chooses the block scale with the host function,
@@ -43,7 +50,7 @@ struct Fp8Row {
   __host__ __device__ static size_t record_bytes(int C) { return nm::fp8_row_bytes(C); }
   __device__ static uint8_t scale_code(float amax) { return nm::fp8_block_scale_code(amax); }
   __device__ static float scale_value(uint8_t code) { return nm::e8m0_to_float(code); }
-  template <int N>
+  template <bool kBf16, int N>
   __device__ static void encode(const float (&x)[N], float scale, uint32_t (&packed)[N / 4]) {
     const float inverse = nm::div_rn(1.0f, scale);  // exact: scale is a power of two
 #pragma unroll
@@ -54,10 +61,27 @@ struct Fp8Row {
       packed[w] = lo | (hi << 16);
     }
   }
-  __device__ static float decode(uint32_t code, float scale) {
-    return nm::fp8_decode(static_cast<uint8_t>(code), scale);
+  // Four codes (byte i = channel i) times the scale; equals fp8_decode per channel.
+  __device__ static void decode4(uint32_t codes, float scale, float (&y)[4]) {
+    kv_fast::e4m3x4_decode(codes, scale, y);
   }
 };
+
+// E2M1 words of BF16-valued channels, two per f16x2 step (exact for BF16 inputs only; see
+// kv_element_codecs.cuh): byte i of a word holds channels 2i (low nibble) and 2i + 1.
+template <int N>
+__device__ void encode_fp4_bf16(const float (&x)[N], float reciprocal, uint32_t (&packed)[N / 8]) {
+#pragma unroll
+  for (int w = 0; w < N / 8; ++w) {
+    uint32_t word = 0;
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+      const int i = 8 * w + 2 * b;
+      word |= kv_fast::e2m1x2_codes_bf16(x[i], x[i + 1], reciprocal) << (8 * b);
+    }
+    packed[w] = word;
+  }
+}
 
 struct Nvfp4Entry {
   static constexpr int kBlock = nm::kNvfp4Block;
@@ -65,23 +89,28 @@ struct Nvfp4Entry {
   __host__ __device__ static size_t record_bytes(int C) { return nm::nvfp4_entry_bytes(C); }
   __device__ static uint8_t scale_code(float amax) { return nm::nvfp4_block_scale_code(amax); }
   __device__ static float scale_value(uint8_t code) { return nm::e4m3_to_float(code); }
-  template <int N>
+  template <bool kBf16, int N>
   __device__ static void encode(const float (&x)[N], float scale, uint32_t (&packed)[N / 8]) {
     const float reciprocal = nm::div_rn(1.0f, scale);
+    if constexpr (kBf16) {
+      encode_fp4_bf16(x, reciprocal, packed);
+    } else {
 #pragma unroll
-    for (int w = 0; w < N / 8; ++w) {
-      uint32_t word = 0;
+      for (int w = 0; w < N / 8; ++w) {
+        uint32_t word = 0;
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const float v = x[8 * w + i];
-        const float quotient = kv_fast::divide_by_scale(fabsf(v), scale, reciprocal);
-        word |= kv_fast::e2m1_code(quotient, v) << (4 * i);
+        for (int i = 0; i < 8; ++i) {
+          const float v = x[8 * w + i];
+          const float quotient = kv_fast::divide_by_scale(fabsf(v), scale, reciprocal);
+          word |= kv_fast::e2m1_code(quotient, v) << (4 * i);
+        }
+        packed[w] = word;
       }
-      packed[w] = word;
     }
   }
-  __device__ static float decode(uint32_t code, float scale) {
-    return nm::fp4_decode(static_cast<uint8_t>(code), scale);
+  // Four codes (nibble i = channel i) times the scale; equals fp4_decode per channel.
+  __device__ static void decode4(uint32_t codes, float scale, float (&y)[4]) {
+    kv_fast::e2m1x4_decode(codes, scale, y);
   }
 };
 
@@ -91,22 +120,27 @@ struct Mxfp4Key {
   __host__ __device__ static size_t record_bytes(int C) { return nm::mxfp4_key_bytes(C); }
   __device__ static uint8_t scale_code(float amax) { return nm::mxfp4_block_scale_code(amax); }
   __device__ static float scale_value(uint8_t code) { return nm::e8m0_to_float(code); }
-  template <int N>
+  template <bool kBf16, int N>
   __device__ static void encode(const float (&x)[N], float scale, uint32_t (&packed)[N / 8]) {
     const float inverse = nm::div_rn(1.0f, scale);  // exact: scale is a power of two
+    if constexpr (kBf16) {
+      encode_fp4_bf16(x, inverse, packed);
+    } else {
 #pragma unroll
-    for (int w = 0; w < N / 8; ++w) {
-      uint32_t word = 0;
+      for (int w = 0; w < N / 8; ++w) {
+        uint32_t word = 0;
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const float v = x[8 * w + i];
-        word |= kv_fast::e2m1_code(nm::mul_rn(fabsf(v), inverse), v) << (4 * i);
+        for (int i = 0; i < 8; ++i) {
+          const float v = x[8 * w + i];
+          word |= kv_fast::e2m1_code(nm::mul_rn(fabsf(v), inverse), v) << (4 * i);
+        }
+        packed[w] = word;
       }
-      packed[w] = word;
     }
   }
-  __device__ static float decode(uint32_t code, float scale) {
-    return nm::fp4_decode(static_cast<uint8_t>(code), scale);
+  // Four codes (nibble i = channel i) times the scale; equals fp4_decode per channel.
+  __device__ static void decode4(uint32_t codes, float scale, float (&y)[4]) {
+    kv_fast::e2m1x4_decode(codes, scale, y);
   }
 };
 
@@ -115,38 +149,49 @@ struct Mxfp4Key {
 struct F32In {
   using Storage = float;
   static constexpr int kChannels = kChunkBytesIn / 4;
-  __device__ static float to_float(float v) { return v; }
+  static constexpr bool kBf16 = false;
 };
 
 struct Bf16In {
   using Storage = uint16_t;
   static constexpr int kChannels = kChunkBytesIn / 2;
-  __device__ static float to_float(uint16_t v) { return nm::bf16_to_float(v); }
+  static constexpr bool kBf16 = true;
 };
 
 // ---- memory access -----------------------------------------------------------------------------
 
-// Loads one chunk (32 bytes) as fp32 values; kVector: the address is 16-byte aligned.
+// One chunk's 32 input bytes as eight little-endian words, loaded before any of them is used so a
+// thread can keep several chunks in flight. kVector: the address is 16-byte aligned (two 16-byte loads).
 template <class In, bool kVector>
-__device__ void load_chunk(const typename In::Storage* src, float (&x)[In::kChannels]) {
+__device__ void load_chunk_words(const typename In::Storage* src, uint32_t (&words)[8]) {
   if constexpr (kVector) {
     const uint4* src4 = reinterpret_cast<const uint4*>(src);
     const uint4 lo = __ldg(src4);
     const uint4 hi = __ldg(src4 + 1);
-    const uint32_t words[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-    if constexpr (In::kChannels == 8) {
+    words[0] = lo.x, words[1] = lo.y, words[2] = lo.z, words[3] = lo.w;
+    words[4] = hi.x, words[5] = hi.y, words[6] = hi.z, words[7] = hi.w;
+  } else if constexpr (In::kChannels == 8) {
 #pragma unroll
-      for (int i = 0; i < 8; ++i) x[i] = __uint_as_float(words[i]);
-    } else {
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        x[2 * i] = In::to_float(static_cast<uint16_t>(words[i] & 0xffffu));
-        x[2 * i + 1] = In::to_float(static_cast<uint16_t>(words[i] >> 16));
-      }
-    }
+    for (int i = 0; i < 8; ++i) words[i] = __float_as_uint(__ldg(src + i));
   } else {
 #pragma unroll
-    for (int i = 0; i < In::kChannels; ++i) x[i] = In::to_float(src[i]);
+    for (int i = 0; i < 8; ++i)
+      words[i] = __ldg(src + 2 * i) | (static_cast<uint32_t>(__ldg(src + 2 * i + 1)) << 16);
+  }
+}
+
+// The chunk's channels as fp32 (a BF16 is the top half of its fp32).
+template <class In>
+__device__ void unpack_chunk(const uint32_t (&words)[8], float (&x)[In::kChannels]) {
+  if constexpr (In::kChannels == 8) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) x[i] = __uint_as_float(words[i]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      x[2 * i] = __uint_as_float(words[i] << 16);
+      x[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+    }
   }
 }
 
@@ -179,32 +224,6 @@ __device__ void store_packed(uint8_t* dst, const uint32_t (&packed)[(kBytes + 3)
   for (int i = 0; i < kBytes; ++i) dst[i] = static_cast<uint8_t>(packed[i / 4] >> (8 * (i % 4)));
 }
 
-// Loads `kBytes` packed bytes from `src` into little-endian words, widest access the alignment allows.
-template <int kBytes>
-__device__ void load_packed(const uint8_t* src, uint32_t (&packed)[(kBytes + 3) / 4]) {
-  const auto address = reinterpret_cast<uintptr_t>(src);
-  if constexpr (kBytes >= 8) {
-    if ((address & 7u) == 0) {
-#pragma unroll
-      for (int i = 0; i < kBytes / 8; ++i) {
-        const uint2 v = __ldg(reinterpret_cast<const uint2*>(src) + i);
-        packed[2 * i] = v.x;
-        packed[2 * i + 1] = v.y;
-      }
-      return;
-    }
-  }
-  if ((address & 3u) == 0) {
-#pragma unroll
-    for (int i = 0; i < kBytes / 4; ++i) packed[i] = __ldg(reinterpret_cast<const uint32_t*>(src) + i);
-    return;
-  }
-#pragma unroll
-  for (int i = 0; i < (kBytes + 3) / 4; ++i) packed[i] = 0;
-#pragma unroll
-  for (int i = 0; i < kBytes; ++i) packed[i / 4] |= static_cast<uint32_t>(__ldg(src + i)) << (8 * (i % 4));
-}
-
 // Max over the `kLanes` consecutive lanes (a power of two dividing 32) that share a scale block;
 // NaN-propagating like the host's block_amax, so a poisoned block gets the same scale on both sides.
 template <int kLanes>
@@ -220,17 +239,43 @@ __device__ float group_max(float v) {
 // Row geometry shared by launcher and kernel: which rows and chunk a thread owns.
 struct Tiling {
   int threads;        // CTA size
-  int rows_per_tile;  // rows a CTA covers per loop iteration
+  int rows_per_tile;  // rows a CTA covers per tile; a loop step covers kTiles tiles
 };
 
-template <class Kind, class In, bool kVectorIn>
+// Quantizes the chunk `x` of one row (all lanes call it: the scale needs the group's shuffles) and, when
+// `active`, writes its packed codes and, from the group's first lane, its scale byte.
+template <class Kind, bool kBf16, int kChannels>
+__device__ void quantize_chunk(const float (&x)[kChannels], bool active, uint8_t* record, int chunk,
+                               size_t data_bytes) {
+  constexpr int kLanesPerBlock = Kind::kBlock / kChannels;  // 1, 2 or 4 lanes share a scale
+  constexpr int kOutBytes = kChannels * Kind::kBitsPerChannel / 8;
+  float amax = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kChannels; ++i) amax = kv_fast::amax_update(amax, x[i]);
+  amax = group_max<kLanesPerBlock>(amax);
+  if (!active) return;
+  const uint8_t scale_code = Kind::scale_code(amax);
+  const float scale = Kind::scale_value(scale_code);
+  uint32_t packed[kOutBytes / 4];
+  if (nm::is_nan(scale)) {
+    // A poisoned block (NaN/Inf inside, or an NVFP4 scale past 448): all codes 0, as on the host.
+#pragma unroll
+    for (uint32_t& word : packed) word = 0;
+  } else {
+    Kind::template encode<kBf16>(x, scale, packed);
+  }
+  store_packed<kOutBytes>(record + static_cast<size_t>(chunk) * kOutBytes, packed);
+  if (chunk % kLanesPerBlock == 0) record[data_bytes + chunk / kLanesPerBlock] = scale_code;
+}
+
+// A loop step covers kTiles tiles of rows; the thread loads its chunk of every tile first (2 x 16 B
+// each), so each thread has kTiles x 32 bytes in flight before it computes anything.
+template <class Kind, class In, bool kVectorIn, int kTiles>
 __global__ void __launch_bounds__(1024)
     quantize_kernel(const typename In::Storage* __restrict__ rows, int64_t n, int C,
                     uint8_t* __restrict__ records, int rows_per_tile) {
   constexpr int kChannels = In::kChannels;
   static_assert(Kind::kBlock % kChannels == 0, "a chunk must not straddle two scale blocks");
-  constexpr int kLanesPerBlock = Kind::kBlock / kChannels;  // 1, 2 or 4 lanes share a scale
-  constexpr int kOutBytes = kChannels * Kind::kBitsPerChannel / 8;
 
   const int chunks_per_row = C / kChannels;
   const int row_in_tile = static_cast<int>(threadIdx.x) / chunks_per_row;
@@ -238,80 +283,98 @@ __global__ void __launch_bounds__(1024)
   const bool thread_has_row = row_in_tile < rows_per_tile;
   const size_t record_bytes = Kind::record_bytes(C);
   const size_t data_bytes = static_cast<size_t>(C) * Kind::kBitsPerChannel / 8;
+  const int64_t rows_per_step = static_cast<int64_t>(rows_per_tile) * kTiles;
 
   // The loop condition is uniform over the CTA, so every lane reaches the shuffles.
-  for (int64_t tile = static_cast<int64_t>(blockIdx.x) * rows_per_tile; tile < n;
-       tile += static_cast<int64_t>(gridDim.x) * rows_per_tile) {
-    const int64_t row = tile + row_in_tile;
-    const bool active = thread_has_row && row < n;
-    float x[kChannels];
-    if (active) {
-      load_chunk<In, kVectorIn>(rows + row * C + static_cast<int64_t>(chunk) * kChannels, x);
-    } else {
+  for (int64_t step = static_cast<int64_t>(blockIdx.x) * rows_per_step; step < n;
+       step += static_cast<int64_t>(gridDim.x) * rows_per_step) {
+    uint32_t words[kTiles][8];
 #pragma unroll
-      for (int i = 0; i < kChannels; ++i) x[i] = 0.0f;
+    for (int t = 0; t < kTiles; ++t) {
+      const int64_t row = step + static_cast<int64_t>(t) * rows_per_tile + row_in_tile;
+      if (thread_has_row && row < n) {
+        load_chunk_words<In, kVectorIn>(rows + row * C + static_cast<int64_t>(chunk) * kChannels, words[t]);
+      } else {
+#pragma unroll
+        for (uint32_t& w : words[t]) w = 0;
+      }
     }
-    float amax = 0.0f;
 #pragma unroll
-    for (int i = 0; i < kChannels; ++i) amax = kv_fast::amax_update(amax, x[i]);
-    amax = group_max<kLanesPerBlock>(amax);
-    if (!active) continue;
-
-    const uint8_t scale_code = Kind::scale_code(amax);
-    const float scale = Kind::scale_value(scale_code);
-    uint32_t packed[kOutBytes / 4];
-    if (nm::is_nan(scale)) {
-      // A poisoned block (NaN/Inf inside, or an NVFP4 scale past 448): all codes 0, as on the host.
-#pragma unroll
-      for (uint32_t& word : packed) word = 0;
-    } else {
-      Kind::encode(x, scale, packed);
+    for (int t = 0; t < kTiles; ++t) {
+      const int64_t row = step + static_cast<int64_t>(t) * rows_per_tile + row_in_tile;
+      float x[kChannels];
+      unpack_chunk<In>(words[t], x);
+      quantize_chunk<Kind, In::kBf16, kChannels>(
+          x, thread_has_row && row < n, records + static_cast<size_t>(row) * record_bytes, chunk, data_bytes);
     }
-    uint8_t* record = records + static_cast<size_t>(row) * record_bytes;
-    store_packed<kOutBytes>(record + static_cast<size_t>(chunk) * kOutBytes, packed);
-    if (chunk % kLanesPerBlock == 0) record[data_bytes + chunk / kLanesPerBlock] = scale_code;
   }
 }
 
-// Dequantizer: a thread decodes 8 channels (4 or 8 packed bytes) into 32 bytes of fp32.
-constexpr int kDequantChannels = 8;
+// Dequantizer: a thread decodes pieces of 4 channels (4 or 2 record bytes) into one 16-byte fp32 store,
+// so a warp's store covers 512 contiguous bytes. A loop step covers kTiles tiles of rows; the record
+// bytes of every tile are loaded first. Rows wider than the CTA are walked in CTA-wide column passes.
+constexpr int kPieceChannels = 4;
 
-template <class Kind, bool kVectorOut>
+template <int kBytes>
+__device__ uint32_t load_piece(const uint8_t* src) {
+  if constexpr (kBytes == 4) {
+    if ((reinterpret_cast<uintptr_t>(src) & 3u) == 0) return __ldg(reinterpret_cast<const uint32_t*>(src));
+  } else {
+    if ((reinterpret_cast<uintptr_t>(src) & 1u) == 0) return __ldg(reinterpret_cast<const uint16_t*>(src));
+  }
+  uint32_t word = 0;
+#pragma unroll
+  for (int i = 0; i < kBytes; ++i) word |= static_cast<uint32_t>(__ldg(src + i)) << (8 * i);
+  return word;
+}
+
+template <class Kind, bool kVectorOut, int kTiles>
 __global__ void __launch_bounds__(1024)
     dequantize_kernel(const uint8_t* __restrict__ records, int64_t n, int C, float* __restrict__ rows,
                       int rows_per_tile) {
-  constexpr int kInBytes = kDequantChannels * Kind::kBitsPerChannel / 8;
-  constexpr int kCodesPerWord = 32 / Kind::kBitsPerChannel;
-  constexpr uint32_t kCodeMask = (1u << Kind::kBitsPerChannel) - 1u;
-  constexpr int kChunksPerBlock = Kind::kBlock / kDequantChannels;
+  constexpr int kPieceBytes = kPieceChannels * Kind::kBitsPerChannel / 8;
+  constexpr int kPiecesPerBlock = Kind::kBlock / kPieceChannels;
 
-  const int chunks_per_row = C / kDequantChannels;
-  const int row_in_tile = static_cast<int>(threadIdx.x) / chunks_per_row;
-  const int chunk = static_cast<int>(threadIdx.x) - row_in_tile * chunks_per_row;
+  const int pieces_per_row = C / kPieceChannels;
+  const int threads = static_cast<int>(blockDim.x);
+  // Wide rows (more pieces than threads) take one row per tile and several column passes.
+  const int row_in_tile = pieces_per_row >= threads ? 0 : static_cast<int>(threadIdx.x) / pieces_per_row;
+  const int first_piece = static_cast<int>(threadIdx.x) - row_in_tile * pieces_per_row;
   if (row_in_tile >= rows_per_tile) return;  // no shuffles here: idle lanes may leave
   const size_t record_bytes = Kind::record_bytes(C);
   const size_t data_bytes = static_cast<size_t>(C) * Kind::kBitsPerChannel / 8;
+  const int64_t rows_per_step = static_cast<int64_t>(rows_per_tile) * kTiles;
 
-  for (int64_t row = static_cast<int64_t>(blockIdx.x) * rows_per_tile + row_in_tile; row < n;
-       row += static_cast<int64_t>(gridDim.x) * rows_per_tile) {
-    const uint8_t* record = records + static_cast<size_t>(row) * record_bytes;
-    uint32_t packed[(kInBytes + 3) / 4];
-    load_packed<kInBytes>(record + static_cast<size_t>(chunk) * kInBytes, packed);
-    const float scale = Kind::scale_value(__ldg(record + data_bytes + chunk / kChunksPerBlock));
-    float y[kDequantChannels];
+  for (int64_t step = static_cast<int64_t>(blockIdx.x) * rows_per_step; step < n;
+       step += static_cast<int64_t>(gridDim.x) * rows_per_step) {
+    for (int piece = first_piece; piece < pieces_per_row; piece += threads) {
+      uint32_t codes[kTiles];
+      uint8_t scale_codes[kTiles];
 #pragma unroll
-    for (int i = 0; i < kDequantChannels; ++i) {
-      const uint32_t code =
-          (packed[i / kCodesPerWord] >> (Kind::kBitsPerChannel * (i % kCodesPerWord))) & kCodeMask;
-      y[i] = Kind::decode(code, scale);
-    }
-    float* dst = rows + row * C + static_cast<int64_t>(chunk) * kDequantChannels;
-    if constexpr (kVectorOut) {
-      reinterpret_cast<float4*>(dst)[0] = make_float4(y[0], y[1], y[2], y[3]);
-      reinterpret_cast<float4*>(dst)[1] = make_float4(y[4], y[5], y[6], y[7]);
-    } else {
+      for (int t = 0; t < kTiles; ++t) {
+        const int64_t row = step + static_cast<int64_t>(t) * rows_per_tile + row_in_tile;
+        codes[t] = 0;
+        scale_codes[t] = 0;
+        if (row < n) {
+          const uint8_t* record = records + static_cast<size_t>(row) * record_bytes;
+          codes[t] = load_piece<kPieceBytes>(record + static_cast<size_t>(piece) * kPieceBytes);
+          scale_codes[t] = __ldg(record + data_bytes + piece / kPiecesPerBlock);
+        }
+      }
 #pragma unroll
-      for (int i = 0; i < kDequantChannels; ++i) dst[i] = y[i];
+      for (int t = 0; t < kTiles; ++t) {
+        const int64_t row = step + static_cast<int64_t>(t) * rows_per_tile + row_in_tile;
+        if (row >= n) continue;
+        float y[kPieceChannels];
+        Kind::decode4(codes[t], Kind::scale_value(scale_codes[t]), y);
+        float* dst = rows + row * C + static_cast<int64_t>(piece) * kPieceChannels;
+        if constexpr (kVectorOut) {
+          *reinterpret_cast<float4*>(dst) = make_float4(y[0], y[1], y[2], y[3]);
+        } else {
+#pragma unroll
+          for (int i = 0; i < kPieceChannels; ++i) dst[i] = y[i];
+        }
+      }
     }
   }
 }
@@ -323,21 +386,23 @@ bool aligned16(const void* p) {
 }
 
 // A CTA covers whole rows: 256 threads, or one row's chunks rounded up to whole warps when a row needs
-// more (C up to kMaxKvChannels keeps that within 1024).
+// more, capped at 1024 (the dequantizer walks wider rows in passes; the quantizers' chunks never exceed
+// 1024 per row for C up to kMaxKvChannels).
 Tiling tiling_for(int chunks_per_row) {
   if (chunks_per_row <= kMinThreads) return {kMinThreads, kMinThreads / chunks_per_row};
-  return {(chunks_per_row + 31) / 32 * 32, 1};
+  const int threads = (chunks_per_row + 31) / 32 * 32;
+  return {threads < 1024 ? threads : 1024, 1};
 }
 
 // Enough CTAs to fill every SM at the kernel's occupancy, fewer when the rows run out first.
 template <typename Kernel>
-int grid_for(Kernel kernel, const Tiling& tiling, int64_t n) {
+int grid_for(Kernel kernel, const Tiling& tiling, int64_t rows_per_cta_step, int64_t n) {
   int device = 0, sms = 0, per_sm = 0;
   FKV_CUDA_CHECK(cudaGetDevice(&device));
   FKV_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   FKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, tiling.threads, 0));
   const int64_t resident = static_cast<int64_t>(sms) * (per_sm > 0 ? per_sm : 1);
-  const int64_t needed = (n + tiling.rows_per_tile - 1) / tiling.rows_per_tile;
+  const int64_t needed = (n + rows_per_cta_step - 1) / rows_per_cta_step;
   return static_cast<int>(needed < resident ? needed : resident);
 }
 
@@ -349,16 +414,16 @@ void launch_quantize(const char* function, const typename In::Storage* rows, int
                           Kind::record_bytes(C), 1, n, C, Kind::kBlock});
   if (n == 0) return;
   const Tiling tiling = tiling_for(C / In::kChannels);
-  auto launch = [&](auto kernel) {
-    kernel<<<grid_for(kernel, tiling, n), tiling.threads, 0, stream>>>(rows, n, C, records,
-                                                                       tiling.rows_per_tile);
+  auto launch = [&](auto kernel, int tiles) {
+    const int grid = grid_for(kernel, tiling, static_cast<int64_t>(tiling.rows_per_tile) * tiles, n);
+    kernel<<<grid, tiling.threads, 0, stream>>>(rows, n, C, records, tiling.rows_per_tile);
     FKV_CUDA_CHECK_LAUNCH();
   };
-  if (aligned16(rows)) {
-    launch(quantize_kernel<Kind, In, true>);
-  } else {
-    launch(quantize_kernel<Kind, In, false>);
+  if (!aligned16(rows)) {
+    launch(quantize_kernel<Kind, In, false, 1>, 1);
+    return;
   }
+  launch(quantize_kernel<Kind, In, true, kQuantizeTiles>, kQuantizeTiles);
 }
 
 template <class Kind>
@@ -367,17 +432,17 @@ void launch_dequantize(const char* function, const uint8_t* records, int64_t n, 
   validate_kv_quant_args({function, records, Kind::record_bytes(C), 1, rows,
                           static_cast<size_t>(C) * sizeof(float), sizeof(float), n, C, Kind::kBlock});
   if (n == 0) return;
-  const Tiling tiling = tiling_for(C / kDequantChannels);
-  auto launch = [&](auto kernel) {
-    kernel<<<grid_for(kernel, tiling, n), tiling.threads, 0, stream>>>(records, n, C, rows,
-                                                                       tiling.rows_per_tile);
+  const Tiling tiling = tiling_for(C / kPieceChannels);
+  auto launch = [&](auto kernel, int tiles) {
+    const int grid = grid_for(kernel, tiling, static_cast<int64_t>(tiling.rows_per_tile) * tiles, n);
+    kernel<<<grid, tiling.threads, 0, stream>>>(records, n, C, rows, tiling.rows_per_tile);
     FKV_CUDA_CHECK_LAUNCH();
   };
-  if (aligned16(rows)) {
-    launch(dequantize_kernel<Kind, true>);
-  } else {
-    launch(dequantize_kernel<Kind, false>);
+  if (!aligned16(rows)) {
+    launch(dequantize_kernel<Kind, false, 1>, 1);
+    return;
   }
+  launch(dequantize_kernel<Kind, true, kDequantizeTiles>, kDequantizeTiles);
 }
 
 }  // namespace

@@ -126,6 +126,48 @@ __global__ void check_nvfp4_elements(Mismatches* out, uint32_t stride) {
   }
 }
 
+// BF16 inputs: e2m1x2_codes_bf16 (f16x2 rounding of RN(x * RN(1/s))) equals fp4_encode(x, s) for every
+// finite BF16 x (paired with a scrambled partner) and every scale: blockIdx.y < 0x7E walks the E4M3 scale
+// codes 0x01..0x7E (NVFP4), the rest the E8M0 codes 0x00..0xFE (MXFP4).
+__global__ void check_bf16_fp4_elements(Mismatches* out, uint32_t stride) {
+  const unsigned y = blockIdx.y;
+  const float scale = y < 0x7Eu ? nm::e4m3_to_float(static_cast<uint8_t>(y + 1))
+                                : nm::e8m0_to_float(static_cast<uint8_t>(y - 0x7Eu));
+  const float reciprocal = nm::div_rn(1.0f, scale);
+  // Every BF16 pattern in the low channel; the high channel sees a scrambled partner pattern.
+  for (uint64_t step = first_step(); step < (uint64_t{1} << 16); step += grid_threads()) {
+    const auto low = static_cast<uint32_t>(step);
+    const uint32_t bits = low | (((low * 0x9E37u + y * 0x3Bu + stride) & 0xffffu) << 16);
+    const float x0 = nm::bf16_to_float(static_cast<uint16_t>(bits & 0xffffu));
+    const float x1 = nm::bf16_to_float(static_cast<uint16_t>(bits >> 16));
+    if (!nm::is_finite(x0) || !nm::is_finite(x1)) continue;  // poisoned blocks skip the encoder
+    const uint32_t want = nm::fp4_encode(x0, scale) | (static_cast<uint32_t>(nm::fp4_encode(x1, scale)) << 4);
+    if (fast::e2m1x2_codes_bf16(x0, x1, reciprocal) != want)
+      record_mismatch(out, (static_cast<unsigned long long>(y) << 32) | bits);
+  }
+}
+
+// Decoders: every code of each element format times every scale of its record kind equals the host's
+// fp8_decode / fp4_decode bit for bit (NaN results only need to be NaN). blockIdx.x: the scale code.
+__global__ void check_decoders(Mismatches* out, uint32_t /*stride*/) {
+  const auto scale_code = static_cast<uint8_t>(blockIdx.x);
+  const float e8m0_scale = nm::e8m0_to_float(scale_code);
+  const float e4m3_scale = nm::e4m3_to_float(scale_code);
+  const uint32_t code = threadIdx.x;  // 0..255
+  auto same = [](float got, float want) {
+    return nm::is_nan(want) ? nm::is_nan(got) : __float_as_uint(got) == __float_as_uint(want);
+  };
+  float y[4];
+  fast::e4m3x4_decode(code * 0x01010101u, e8m0_scale, y);
+  bool ok = same(y[0], nm::fp8_decode(static_cast<uint8_t>(code), e8m0_scale)) && same(y[3], y[0]);
+  const uint32_t nibbles = (code & 0xfu) * 0x1111u;
+  for (float scale : {e8m0_scale, e4m3_scale}) {
+    fast::e2m1x4_decode(nibbles, scale, y);
+    ok = ok && same(y[0], nm::fp4_decode(static_cast<uint8_t>(code & 0xfu), scale)) && same(y[2], y[0]);
+  }
+  if (!ok) record_mismatch(out, (static_cast<unsigned long long>(scale_code) << 32) | code);
+}
+
 // max.NaN against the host's NaN-propagating amax_update: same value, or NaN on both sides.
 __global__ void check_amax(Mismatches* out, uint32_t stride) {
   const float others[] = {
@@ -168,4 +210,14 @@ TEST_CASE("fast NVFP4 element coding equals fp4_encode for every E4M3 scale", "[
 
 TEST_CASE("max.NaN amax equals the host's NaN-propagating amax", "[gpu][kv_quant][exhaustive]") {
   require_none(run_check(check_amax, dim3(4096), pattern_stride()), "amax_update");
+}
+
+TEST_CASE("f16x2 E2M1 coding of BF16 inputs equals fp4_encode for every NVFP4 and MXFP4 scale",
+          "[gpu][kv_quant][exhaustive]") {
+  require_none(run_check(check_bf16_fp4_elements, dim3(64, 0x7E + 0xFF), 1), "bf16 fp4 element");
+}
+
+TEST_CASE("fast E4M3 and E2M1 decoders equal the host decoders for every code and scale",
+          "[gpu][kv_quant][exhaustive]") {
+  require_none(run_check(check_decoders, dim3(256), 1), "decoders");
 }
