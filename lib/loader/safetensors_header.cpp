@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <limits>
-#include <set>
+#include <unordered_set>
 
 #include <fmt/ranges.h>
 #include <flashkv/error.hpp>
@@ -46,39 +46,66 @@ std::uint64_t read_header_length(std::span<const std::byte> file, std::string_vi
   return length;
 }
 
-// Thrown from inside the JSON parser callback to stop parsing at the first structural problem.
-struct HeaderShapeProblem {
-  std::string what;
+// A first, DOM-free pass over the header: refuses invalid JSON, nesting deeper than a safetensors header
+// has (which bounds what the DOM pass may build) and duplicate keys (which a DOM would silently merge).
+// Why not a parser callback on the DOM pass: nlohmann's callback parser rescans the parent object after
+// every nested value, which is quadratic in the tensor count (minutes for a 96k-tensor header).
+class HeaderStructureCheck {
+ public:
+  using string_t = json::string_t;
+
+  const std::string& problem() const { return problem_; }
+
+  bool null() { return true; }
+  bool boolean(bool) { return true; }
+  bool number_integer(json::number_integer_t) { return true; }
+  bool number_unsigned(json::number_unsigned_t) { return true; }
+  bool number_float(json::number_float_t, const string_t&) { return true; }
+  bool string(string_t&) { return true; }
+  bool binary(json::binary_t&) { return true; }
+  bool start_object(std::size_t) {
+    if (depth_ == 1) entry_keys_.clear();
+    return open();
+  }
+  bool end_object() { return close(); }
+  bool start_array(std::size_t) { return open(); }
+  bool end_array() { return close(); }
+  bool key(string_t& key) {
+    auto& seen = depth_ == 1 ? root_keys_ : entry_keys_;
+    if (seen.insert(key).second) return true;
+    problem_ = depth_ == 1 ? fmt::format("tensor name {} appears twice", quote_untrusted(key))
+                           : fmt::format("key {} appears twice in one entry", quote_untrusted(key));
+    return false;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& error) {
+    problem_ = fmt::format("header is not valid JSON: {}", error.what());
+    return false;
+  }
+
+ private:
+  bool open() {
+    if (++depth_ <= kMaxContainerDepth + 1) return true;
+    problem_ = "header nests JSON deeper than a safetensors header can";
+    return false;
+  }
+  bool close() {
+    --depth_;
+    return true;
+  }
+
+  int depth_ = 0;  // containers open; the root object is depth 1
+  std::unordered_set<std::string> root_keys_;
+  std::unordered_set<std::string> entry_keys_;
+  std::string problem_;
 };
 
-// Parses the JSON text, refusing duplicate keys (which a DOM would silently merge) and deep nesting.
 json parse_header_json(std::string_view text, std::string_view label) {
   if (text.empty() || text.front() != '{') fail_file(label, "header is not a JSON object");
-  std::set<std::string> root_keys;
-  std::set<std::string> entry_keys;
-  auto guard = [&](int depth, json::parse_event_t event, json& parsed) {
-    const bool opens =
-        event == json::parse_event_t::object_start || event == json::parse_event_t::array_start;
-    if (opens && depth > kMaxContainerDepth) {
-      throw HeaderShapeProblem{"header nests JSON deeper than a safetensors header can"};
-    }
-    if (event == json::parse_event_t::object_start && depth == 1) entry_keys.clear();
-    if (event == json::parse_event_t::key) {
-      const auto& key = parsed.get_ref<const std::string&>();
-      auto& seen = depth == 1 ? root_keys : entry_keys;
-      if (!seen.insert(key).second) {
-        throw HeaderShapeProblem{
-            depth == 1 ? fmt::format("tensor name {} appears twice", quote_untrusted(key))
-                       : fmt::format("key {} appears twice in one entry", quote_untrusted(key))};
-      }
-    }
-    return true;
-  };
+  HeaderStructureCheck check;
+  if (!json::sax_parse(text.begin(), text.end(), &check)) fail_file(label, check.problem());
   try {
-    return json::parse(text.begin(), text.end(), guard);
-  } catch (const HeaderShapeProblem& problem) {
-    fail_file(label, problem.what);
-  } catch (const json::exception& error) {
+    return json::parse(text.begin(), text.end());
+  } catch (const json::exception& error) {  // not expected after the first pass; kept as a safety net
     fail_file(label, fmt::format("header is not valid JSON: {}", error.what()));
   }
 }
