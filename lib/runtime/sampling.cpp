@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <numeric>
 
 #include <flashkv/error.hpp>
 
@@ -48,6 +47,8 @@ namespace flashkv::runtime {
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+using Workspace = Sampler::Workspace;
+using Ranked = Sampler::RankedToken;
 
 uint64_t splitmix64(uint64_t& x) {
   uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
@@ -62,50 +63,42 @@ bool has_penalty(const SamplingParams& p) {
   return p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
 }
 
-// Logits promoted to double; refuses an empty row or a NaN.
-std::vector<double> checked_logits(std::span<const float> logits) {
+// ws.z = the logits promoted to double; refuses an empty row or a NaN.
+void load_logits(std::span<const float> logits, Workspace& ws) {
   if (logits.empty()) fail(ErrorCode::kInvalidArgument, "sampling: the logits row is empty");
-  std::vector<double> z(logits.size());
+  ws.z.resize(logits.size());
   for (size_t i = 0; i < logits.size(); ++i) {
     if (std::isnan(logits[i])) {
       fail(ErrorCode::kInvalidArgument, "sampling: logits[{}] is NaN (of {} logits); refusing to sample", i,
            logits.size());
     }
-    z[i] = static_cast<double>(logits[i]);
+    ws.z[i] = static_cast<double>(logits[i]);
   }
-  return z;
 }
 
-std::vector<uint32_t> history_counts(std::span<const int32_t> history, size_t vocab) {
-  std::vector<uint32_t> counts(vocab, 0);
+// Penalties on ws.z. ws.counts is all zeros between calls: only the history's own slots are touched.
+void apply_penalties(std::span<const int32_t> history, const SamplingParams& p, Workspace& ws) {
+  if (!has_penalty(p) || history.empty()) return;
+  const size_t vocab = ws.z.size();
   for (size_t i = 0; i < history.size(); ++i) {
     const int32_t id = history[i];
     if (id < 0 || static_cast<size_t>(id) >= vocab) {
       fail(ErrorCode::kInvalidArgument, "sampling: history[{}] = {} is outside the vocabulary [0, {})", i, id,
            vocab);
     }
-    ++counts[static_cast<size_t>(id)];
   }
-  return counts;
-}
-
-void apply_penalties(std::vector<double>& z, std::span<const int32_t> history, const SamplingParams& p) {
-  if (!has_penalty(p) || history.empty()) return;
-  const std::vector<uint32_t> counts = history_counts(history, z.size());
+  if (ws.counts.size() < vocab) ws.counts.assign(vocab, 0);
+  for (int32_t id : history) ++ws.counts[static_cast<size_t>(id)];
   const double repetition = p.repetition_penalty;
-  for (size_t i = 0; i < z.size(); ++i) {
-    if (counts[i] == 0) continue;
-    z[i] = z[i] > 0.0 ? z[i] / repetition : z[i] * repetition;
-    z[i] -= static_cast<double>(counts[i]) * static_cast<double>(p.frequency_penalty);
-    z[i] -= static_cast<double>(p.presence_penalty);
+  for (int32_t id : history) {
+    const auto t = static_cast<size_t>(id);
+    if (ws.counts[t] == 0) continue;  // already penalised (a repeat later in the history)
+    double& z = ws.z[t];
+    z = z > 0.0 ? z / repetition : z * repetition;
+    z -= static_cast<double>(ws.counts[t]) * static_cast<double>(p.frequency_penalty);
+    z -= static_cast<double>(p.presence_penalty);
+    ws.counts[t] = 0;
   }
-}
-
-// Rank order of every filter: larger logit first, lower token id first among equals.
-bool ranks_before(const std::vector<double>& z, int32_t a, int32_t b) {
-  const double za = z[static_cast<size_t>(a)];
-  const double zb = z[static_cast<size_t>(b)];
-  return za > zb || (za == zb && a < b);
 }
 
 int32_t argmax_lowest_index(const std::vector<double>& z) {
@@ -117,91 +110,95 @@ int32_t argmax_lowest_index(const std::vector<double>& z) {
   return static_cast<int32_t>(best);
 }
 
-// Unnormalised softmax weights. +inf logits, when present, share all the mass (the limit of the softmax).
-std::vector<double> softmax_weights(const std::vector<double>& z) {
-  const double top = z[static_cast<size_t>(argmax_lowest_index(z))];
-  std::vector<double> w(z.size());
-  for (size_t i = 0; i < z.size(); ++i) {
+// ws.w = unnormalised softmax weights of ws.z, the best token's exactly 1. +inf logits, when present, share
+// all the mass (the limit of the softmax).
+void softmax_weights(Workspace& ws) {
+  const double top = ws.z[static_cast<size_t>(argmax_lowest_index(ws.z))];
+  ws.w.resize(ws.z.size());
+  for (size_t i = 0; i < ws.z.size(); ++i) {
     if (top == kInf) {
-      w[i] = z[i] == kInf ? 1.0 : 0.0;
+      ws.w[i] = ws.z[i] == kInf ? 1.0 : 0.0;
     } else {
-      w[i] = std::exp(z[i] - top);  // -inf -> 0
+      ws.w[i] = std::exp(ws.z[i] - top);  // -inf -> 0
     }
   }
-  return w;
 }
 
-// The surviving tokens (ascending id) and their weights (unnormalised).
-struct Survivors {
-  std::vector<int32_t> ids;
-  std::vector<double> weights;
-  double total = 0.0;
+// Rank order: larger logit first, lower id first among equal logits (a strict total order, so every
+// filter's cut is unique).
+// A function object rather than a function, so std::sort and std::nth_element inline it.
+struct RanksBefore {
+  bool operator()(const Ranked& a, const Ranked& b) const { return a.z > b.z || (a.z == b.z && a.id < b.id); }
 };
 
-std::vector<int32_t> ranked_candidates(const std::vector<double>& z, const std::vector<double>& w, int32_t top_k) {
-  // Zero-weight tokens rank after every positive one and can never be drawn: leave them out of the sort.
-  std::vector<int32_t> ids;
-  for (size_t i = 0; i < w.size(); ++i) {
-    if (w[i] > 0.0) ids.push_back(static_cast<int32_t>(i));
-  }
-  const auto order = [&z](int32_t a, int32_t b) { return ranks_before(z, a, b); };
-  const size_t keep = top_k > 0 ? std::min(ids.size(), static_cast<size_t>(top_k)) : ids.size();
-  std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(keep), ids.end(), order);
-  ids.resize(keep);
-  return ids;
+using RankedIt = std::vector<Ranked>::iterator;
+
+// Moves the best `count` of [first, last) to the front, sorted. O(n) selection + O(count log count) sort.
+void sort_best(RankedIt first, RankedIt last, size_t count) {
+  const RankedIt cut = first + static_cast<std::ptrdiff_t>(std::min(count, static_cast<size_t>(last - first)));
+  std::nth_element(first, cut, last, RanksBefore{});
+  std::sort(first, cut, RanksBefore{});
 }
 
-size_t top_p_count(const std::vector<int32_t>& ranked, const std::vector<double>& w, double top_p) {
-  double total = 0.0;
-  for (int32_t id : ranked) total += w[static_cast<size_t>(id)];
+// Top-p cut over `head` (the candidates that can survive min-p) whose full candidate mass is `total`: the
+// number of best-ranked tokens to keep. Sorts only as deep as the cut, growing the sorted prefix geometrically,
+// so a peaked row costs O(n) rather than a full sort.
+size_t top_p_cut(std::vector<Ranked>& head, double total, double top_p) {
+  const double mass_needed = top_p * total;
   double mass_before = 0.0;
-  size_t count = 0;
-  while (count < ranked.size() && mass_before < top_p * total) {
-    mass_before += w[static_cast<size_t>(ranked[count])];
-    ++count;
+  size_t kept = 0;
+  size_t sorted = 0;
+  for (size_t depth = 256;; depth *= 8) {
+    sort_best(head.begin() + static_cast<std::ptrdiff_t>(sorted), head.end(), depth - sorted);
+    sorted = std::min(depth, head.size());
+    while (kept < sorted && (kept == 0 || mass_before < mass_needed)) mass_before += head[kept++].w;
+    if (kept < sorted || sorted == head.size()) return kept;
   }
-  return std::max<size_t>(count, 1);
 }
 
-size_t min_p_count(const std::vector<int32_t>& ranked, const std::vector<double>& w, double min_p) {
-  const double threshold = min_p * w[static_cast<size_t>(ranked.front())];
-  size_t count = 1;
-  while (count < ranked.size() && w[static_cast<size_t>(ranked[count])] >= threshold) ++count;
-  return count;
+// Zeroes ws.w outside the top-k / top-p / min-p survivors.
+void apply_rank_filters(const SamplingParams& p, Workspace& ws) {
+  // Zero-weight tokens rank after every positive one and can never be drawn: they are not candidates.
+  std::vector<Ranked>& candidates = ws.candidates;
+  candidates.clear();
+  for (size_t i = 0; i < ws.w.size(); ++i) {
+    if (ws.w[i] > 0.0) candidates.push_back({ws.z[i], ws.w[i], static_cast<int32_t>(i)});
+  }
+  if (p.top_k > 0 && static_cast<size_t>(p.top_k) < candidates.size()) {
+    const auto kth = candidates.begin() + p.top_k;
+    std::nth_element(candidates.begin(), kth, candidates.end(), RanksBefore{});
+    candidates.erase(kth, candidates.end());
+  }
+  double total = 0.0;  // top-p renormalises over the top-k survivors, min-p's victims included
+  for (const Ranked& c : candidates) total += c.w;
+  // Min-p comes last but is a threshold on w / w_max (w_max = 1): its survivors are a rank prefix too, so
+  // the tokens below it can leave before top-p ranks anything.
+  const double min_weight = static_cast<double>(p.min_p);
+  const auto tail = std::partition(candidates.begin(), candidates.end(),
+                                   [min_weight](const Ranked& c) { return c.w >= min_weight; });
+  candidates.erase(tail, candidates.end());
+  if (p.top_p < 1.0f) candidates.resize(top_p_cut(candidates, total, static_cast<double>(p.top_p)));
+
+  std::fill(ws.w.begin(), ws.w.end(), 0.0);
+  for (const Ranked& c : candidates) ws.w[static_cast<size_t>(c.id)] = c.w;
 }
 
-Survivors filtered_distribution(std::span<const float> logits, std::span<const int32_t> history,
-                                const SamplingParams& p) {
-  std::vector<double> z = checked_logits(logits);
-  apply_penalties(z, history, p);
+// ws.w = unnormalised weights after every filter, indexed by token id (0 = filtered out).
+void filtered_weights(std::span<const float> logits, std::span<const int32_t> history, const SamplingParams& p,
+                      Workspace& ws) {
+  load_logits(logits, ws);
+  apply_penalties(history, p, ws);
   const double temperature = p.temperature;
-  for (double& value : z) value /= temperature;
-  const std::vector<double> w = softmax_weights(z);
-
-  Survivors out;
-  const bool ranked_filters = p.top_k > 0 || p.top_p < 1.0f || p.min_p > 0.0f;
-  if (ranked_filters) {
-    std::vector<int32_t> ranked = ranked_candidates(z, w, p.top_k);
-    if (p.top_p < 1.0f) ranked.resize(top_p_count(ranked, w, p.top_p));
-    if (p.min_p > 0.0f) ranked.resize(min_p_count(ranked, w, p.min_p));
-    std::sort(ranked.begin(), ranked.end());
-    out.ids = std::move(ranked);
-  } else {
-    out.ids.resize(z.size());
-    std::iota(out.ids.begin(), out.ids.end(), 0);
-  }
-  out.weights.reserve(out.ids.size());
-  for (int32_t id : out.ids) {
-    out.weights.push_back(w[static_cast<size_t>(id)]);
-    out.total += out.weights.back();
-  }
-  return out;
+  for (double& z : ws.z) z /= temperature;
+  softmax_weights(ws);
+  if (p.top_k > 0 || p.top_p < 1.0f || p.min_p > 0.0f) apply_rank_filters(p, ws);
 }
 
-int32_t greedy_token(std::span<const float> logits, std::span<const int32_t> history, const SamplingParams& p) {
-  std::vector<double> z = checked_logits(logits);
-  apply_penalties(z, history, p);
-  return argmax_lowest_index(z);
+int32_t greedy_token(std::span<const float> logits, std::span<const int32_t> history, const SamplingParams& p,
+                     Workspace& ws) {
+  load_logits(logits, ws);
+  apply_penalties(history, p, ws);
+  return argmax_lowest_index(ws.z);
 }
 
 }  // namespace
@@ -229,31 +226,37 @@ Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.se
 }
 
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
-  if (is_greedy(params_)) return greedy_token(logits, history, params_);
-  const Survivors s = filtered_distribution(logits, history, params_);
-  // Inverse CDF in ascending token id: the draw depends only on the distribution, not on the sort.
-  const double target = rng_.next_unit() * s.total;
+  if (is_greedy(params_)) return greedy_token(logits, history, params_, workspace_);
+  filtered_weights(logits, history, params_, workspace_);
+  const std::vector<double>& w = workspace_.w;
+  // Inverse CDF in ascending token id: the draw depends only on the distribution, not on any sort.
+  double total = 0.0;
+  for (double weight : w) total += weight;
+  const double target = rng_.next_unit() * total;
   double cumulative = 0.0;
-  for (size_t i = 0; i < s.ids.size(); ++i) {
-    cumulative += s.weights[i];
-    if (target < cumulative) return s.ids[i];
+  for (size_t i = 0; i < w.size(); ++i) {
+    cumulative += w[i];
+    if (target < cumulative) return static_cast<int32_t>(i);
   }
   // Rounding left target at the very top: the last token that has any mass.
-  for (size_t i = s.ids.size(); i-- > 0;) {
-    if (s.weights[i] > 0.0) return s.ids[i];
+  for (size_t i = w.size(); i-- > 0;) {
+    if (w[i] > 0.0) return static_cast<int32_t>(i);
   }
   fail(ErrorCode::kInternal, "sampling: no token carries probability mass");
 }
 
 std::vector<double> Sampler::probabilities(std::span<const float> logits, std::span<const int32_t> history) const {
-  std::vector<double> p(logits.size(), 0.0);
+  Workspace ws;  // const: a diagnostic path, so its own buffers rather than the sampler's
   if (is_greedy(params_)) {
-    p[static_cast<size_t>(greedy_token(logits, history, params_))] = 1.0;
+    std::vector<double> p(logits.size(), 0.0);
+    p[static_cast<size_t>(greedy_token(logits, history, params_, ws))] = 1.0;
     return p;
   }
-  const Survivors s = filtered_distribution(logits, history, params_);
-  for (size_t i = 0; i < s.ids.size(); ++i) p[static_cast<size_t>(s.ids[i])] = s.weights[i] / s.total;
-  return p;
+  filtered_weights(logits, history, params_, ws);
+  double total = 0.0;
+  for (double weight : ws.w) total += weight;
+  for (double& weight : ws.w) weight /= total;
+  return std::move(ws.w);
 }
 
 }  // namespace flashkv::runtime

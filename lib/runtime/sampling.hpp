@@ -4,7 +4,7 @@
 // include/flashkv/sampling.hpp. sample() advances the sampler's own generator by exactly one draw when it
 // samples (none when greedy), so a Session that keeps one Sampler across steps gets a reproducible stream;
 // copying a Sampler copies the generator state (a fork continues with the same draws).
-// Threading: one Sampler per thread at a time (sample() mutates the generator).
+// Threading: one Sampler per thread at a time (sample() mutates the generator and reuses its buffers).
 // Errors: flashkv::Error kInvalidArgument for bad params (constructor), an empty logits row, a NaN logit,
 // a row with every logit -inf, or a history id outside [0, vocab).
 #pragma once
@@ -43,9 +43,28 @@ class Sampler {
   // for greedy. Does not touch the generator. For tests and diagnostics.
   std::vector<double> probabilities(std::span<const float> logits, std::span<const int32_t> history) const;
 
+  // A token in the filters' rank order (see sampling.cpp).
+  struct RankedToken {
+    double z;
+    double w;
+    int32_t id;
+  };
+  // Vocab-sized buffers reused by every sample() call: allocating and first-touching them costs more than the
+  // filters. A copy starts empty (a fork needs the generator, not the scratch).
+  struct Workspace {
+    Workspace() = default;
+    Workspace(const Workspace&) {}
+    Workspace& operator=(const Workspace&) { return *this; }
+    std::vector<double> z;  // penalised, temperature-scaled logits
+    std::vector<double> w;  // unnormalised weights; 0 = filtered
+    std::vector<uint32_t> counts;
+    std::vector<RankedToken> candidates;
+  };
+
  private:
   SamplingParams params_;
   SampleRng rng_;
+  Workspace workspace_;
 };
 
 }  // namespace flashkv::runtime

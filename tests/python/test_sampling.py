@@ -259,6 +259,49 @@ def test_draws_replay_exactly_from_the_documented_procedure(fkt):
         assert got == want, f"seed {seed} case {case} params {p}"
 
 
+def replay_draw(logits, history, p, stream) -> int:
+    _, w, keep = oracle_weights(logits, history, p)
+    ids = np.flatnonzero(keep & (w > 0))
+    total = 0.0
+    for x in w[ids]:
+        total += x
+    cumulative = np.cumsum(w[ids])
+    return int(ids[min(np.searchsorted(cumulative, stream.next_unit() * total, side="right"), len(ids) - 1)])
+
+
+def test_one_sampler_across_changing_rows_and_histories(fkt):
+    """A session keeps one Sampler: its reused buffers must not leak one step's history or vocab into the next."""
+    seed = fresh_seed() & (2**63 - 1)
+    rng = np.random.default_rng(seed)
+    p = params(temperature=0.8, top_p=0.9, min_p=0.01, repetition_penalty=1.3, presence_penalty=0.5,
+               frequency_penalty=0.2, seed=seed)
+    sampler = fkt.Sampler(**p)
+    stream = XoshiroOracle(seed)
+    for step in range(40):
+        logits, history = random_case(rng)
+        if near_a_threshold(logits, history, p):
+            stream.next_unit()  # keep the streams aligned; the C++ draw is not checked on this row
+            sampler.sample(logits, history)
+            continue
+        assert sampler.sample(logits, history) == replay_draw(logits, history, p, stream), f"seed {seed} step {step}"
+
+
+def test_top_p_deep_cut_on_a_flat_row(fkt):
+    """Flat rows push the top-p cut past the first sorted blocks (256, 2048, ...)."""
+    seed = fresh_seed()
+    rng = np.random.default_rng(seed)
+    for vocab, top_p in ((5000, 0.97), (20000, 0.5), (3000, 0.2)):
+        logits = (rng.standard_normal(vocab) * 0.2).astype(np.float32)
+        p = params(top_p=top_p)
+        if near_a_threshold(logits, [], p):
+            continue
+        got = fkt.Sampler(**p).probabilities(logits)
+        want = oracle_probabilities(logits, [], p)
+        assert np.count_nonzero(want) > 256
+        assert np.array_equal(got > 0, want > 0), f"seed {seed} vocab {vocab}"
+        assert np.allclose(got, want, rtol=1e-9, atol=1e-15), f"seed {seed} vocab {vocab}"
+
+
 def test_same_seed_same_sequence_and_seeds_differ(fkt):
     seed = fresh_seed() & (2**63 - 1)
     rng = np.random.default_rng(seed)
