@@ -1,6 +1,10 @@
 #include "config/weight_inventory.hpp"
 
+#include <string_view>
+
 #include <flashkv/error.hpp>
+
+#include "config/tensor_inventory.hpp"
 
 namespace flashkv::config {
 
@@ -15,8 +19,7 @@ uint64_t blocks_of_32(uint64_t n) {
 
 // Sizes come from an untrusted file: a product that wraps would print a plausible wrong count.
 [[noreturn]] void overflow() {
-  fail(ErrorCode::kInvalidConfig,
-       "config: tensor sizes overflow 64-bit element/byte counts (sizes too large)");
+  fail(ErrorCode::kInvalidConfig, "config: tensor sizes overflow 64-bit element/byte counts (sizes too large)");
 }
 uint64_t mul(uint64_t a, uint64_t b) {
   uint64_t r = 0;
@@ -29,95 +32,43 @@ uint64_t sum(uint64_t a, uint64_t b) {
   return r;
 }
 
-// Adds each tensor to one component's parameter count and to the byte total in its storage format.
-class Tally {
- public:
-  void fp8_blocks(uint64_t& component, uint64_t rows, uint64_t cols) {
-    add(component, mul(rows, cols), sum(mul(rows, cols), mul(blocks_of_32(rows), blocks_of_32(cols))));
-  }
-  // Linear in rows, so experts stacked along rows count exactly as separate tensors.
-  void mxfp4(uint64_t& component, uint64_t rows, uint64_t cols) {
-    add(component, mul(rows, cols), sum(mul(rows, cols) / 2, mul(rows, blocks_of_32(cols))));
-  }
-  void fp8_rows(uint64_t& component, uint64_t rows, uint64_t cols) {
-    add(component, mul(rows, cols), mul(rows, sum(cols, blocks_of_32(cols))));
-  }
-  void bf16(uint64_t& component, uint64_t elements) { add(component, elements, mul(2, elements)); }
-  void fp32(uint64_t& component, uint64_t elements) { add(component, elements, mul(4, elements)); }
-
-  WeightInventory result;
-
- private:
-  void add(uint64_t& component, uint64_t elements, uint64_t bytes) {
-    component = sum(component, elements);
-    result.parameters.total = sum(result.parameters.total, elements);
-    result.bytes = sum(result.bytes, bytes);
-  }
-};
-
-void add_attention(Tally& t, const ModelConfig& c) {
-  uint64_t& a = t.result.parameters.attention;
-  const uint64_t d = u(c.hidden_size), hd = u(c.head_dim), heads = u(c.num_attention_heads);
-  const uint64_t group_out = mul(u(c.o_groups), u(c.o_lora_rank));
-  t.fp8_blocks(a, u(c.q_lora_rank), d);                        // wq_a
-  t.bf16(a, u(c.q_lora_rank));                                 // q_norm
-  t.fp8_blocks(a, mul(heads, hd), u(c.q_lora_rank));           // wq_b
-  t.fp8_blocks(a, hd, d);                                      // wkv
-  t.bf16(a, hd);                                               // kv_norm
-  t.fp8_blocks(a, group_out, mul(heads, hd) / u(c.o_groups));  // wo_a
-  t.fp8_blocks(a, d, group_out);                               // wo_b
-  t.fp32(a, heads);                                            // attn_sink
+bool contains(std::string_view name, std::string_view part) {
+  return name.find(part) != std::string_view::npos;
 }
 
-void add_compressor_indexer(Tally& t, const ModelConfig& c, const LayerRole& role) {
-  uint64_t& ci = t.result.parameters.compressor_indexer;
-  const uint64_t d = u(c.hidden_size), hd = u(c.head_dim), ihd = u(c.index_head_dim);
-  if (role.is_kv_source) {
-    t.bf16(ci, mul(hd, d));                      // compressor.wkv
-    t.bf16(ci, hd);                              // compressor.norm
-    if (role.ratio > 1) t.bf16(ci, mul(hd, d));  // compressor.wgate
-    t.bf16(ci, mul(ihd, hd));                    // indexer.wk
-    t.bf16(ci, ihd);                             // indexer.k_norm
-  }
-  if (role.is_index_source) {
-    t.fp8_blocks(ci, mul(u(c.index_n_heads), ihd), u(c.q_lora_rank));  // indexer.wq_b
-    t.bf16(ci, mul(u(c.index_n_heads), d));                            // indexer.weights_proj
-  }
+// The component a tensor's parameters are reported under, from its released name.
+uint64_t& component_of(ParameterCounts& p, std::string_view name) {
+  if (name == "embed.weight") return p.embedding;
+  if (name == "head.weight") return p.head;
+  if (contains(name, "engram.embed.")) return p.engram_tables;
+  if (contains(name, "engram.")) return p.engram_projections;
+  if (contains(name, "attn.compressor.") || contains(name, "attn.indexer.")) return p.compressor_indexer;
+  if (contains(name, ".hc_")) return p.mhc;
+  if (contains(name, "ffn.gate.")) return p.router;
+  if (contains(name, "ffn.experts.")) return p.routed_experts;
+  if (contains(name, "ffn.shared_experts.")) return p.shared_experts;
+  if (contains(name, "attn.") && !contains(name, "_norm.")) return p.attention;
+  if (contains(name, "attn.q_norm.") || contains(name, "attn.kv_norm.")) return p.attention;
+  return p.norms;  // norm.weight, attn_norm, ffn_norm
 }
 
-void add_mhc_and_norms(Tally& t, const ModelConfig& c) {
-  const uint64_t hc = u(c.hc_mult), d = u(c.hidden_size);
-  const uint64_t mix = sum(mul(2, hc), mul(hc, hc));  // pre, post, and the hc x hc combination matrix
-  for (int site = 0; site < 2; ++site) {
-    t.fp32(t.result.parameters.mhc, mul(mix, mul(hc, d)));  // fn
-    t.fp32(t.result.parameters.mhc, mix);                   // base
-    t.fp32(t.result.parameters.mhc, 3);                     // scale
-  }
-  t.bf16(t.result.parameters.norms, mul(2, d));  // attn_norm, ffn_norm
+// FP32 in the release: mHC parameters, attention sinks, router biases (spec §2.1); BF16 for the rest.
+uint64_t unquantized_element_bytes(std::string_view name) {
+  const bool fp32 = contains(name, ".hc_") || contains(name, "attn_sink") || contains(name, "ffn.gate.bias");
+  return fp32 ? 4 : 2;
 }
 
-void add_moe(Tally& t, const ModelConfig& c) {
-  const uint64_t d = u(c.hidden_size), width = u(c.moe_intermediate_size), experts = u(c.n_routed_experts);
-  t.bf16(t.result.parameters.router, mul(experts, d));                          // gate.weight
-  t.bf16(t.result.parameters.router, mul(2, experts));                          // gate.bias, gate.bias_vl
-  t.mxfp4(t.result.parameters.routed_experts, mul(experts, mul(2, width)), d);  // w1, w3 of every expert
-  t.mxfp4(t.result.parameters.routed_experts, mul(experts, d), width);          // w2 of every expert
-  for (int64_t e = 0; e < c.n_shared_experts; ++e) {
-    t.fp8_blocks(t.result.parameters.shared_experts, width, d);  // w1
-    t.fp8_blocks(t.result.parameters.shared_experts, width, d);  // w3
-    t.fp8_blocks(t.result.parameters.shared_experts, d, width);  // w2
+uint64_t storage_bytes(const ExpectedTensor& t) {
+  const uint64_t rows = u(t.shape.front());
+  const uint64_t cols = t.shape.size() > 1 ? u(t.shape[1]) : 1;
+  const uint64_t elements = mul(rows, cols);
+  switch (t.storage) {
+    case StorageKind::kFp8Block32: return sum(elements, mul(blocks_of_32(rows), blocks_of_32(cols)));
+    case StorageKind::kMxfp4: return sum(elements / 2, mul(rows, blocks_of_32(cols)));
+    case StorageKind::kFp8Rows32: return mul(rows, sum(cols, blocks_of_32(cols)));
+    case StorageKind::kUnquantized: return mul(elements, unquantized_element_bytes(t.name));
   }
-}
-
-void add_engram(Tally& t, const ModelConfig& c, const LayerRole& role) {
-  if (!role.has_engram()) return;
-  const uint64_t d = u(c.hidden_size), hc = u(c.hc_mult);
-  const uint64_t columns = mul(u(c.engram_max_ngram_size - 1), u(c.engram_n_heads));
-  const uint64_t rows = u(c.engram_num_embeddings[static_cast<size_t>(role.engram_slot)]);
-  t.fp8_rows(t.result.parameters.engram_tables, rows, u(c.engram_head_dim));
-  t.fp8_blocks(t.result.parameters.engram_projections, mul(hc + 1, d),
-               mul(columns, u(c.engram_head_dim)));                    // wkv
-  t.bf16(t.result.parameters.engram_projections, mul(2, mul(hc, d)));  // q_weight, k_weight
+  return 0;
 }
 
 uint64_t active_per_token(const ParameterCounts& p, const ModelConfig& c) {
@@ -130,20 +81,19 @@ uint64_t active_per_token(const ParameterCounts& p, const ModelConfig& c) {
 }  // namespace
 
 WeightInventory count_weights(const ModelConfig& config, const LayerPlan& plan) {
-  Tally t;
-  const uint64_t vocab_by_width = mul(u(config.vocab_size), u(config.hidden_size));
-  t.bf16(t.result.parameters.embedding, vocab_by_width);
-  if (!config.tie_word_embeddings) t.bf16(t.result.parameters.head, vocab_by_width);
-  t.bf16(t.result.parameters.norms, u(config.hidden_size));  // final norm
-  for (const LayerRole& role : plan.layers) {
-    add_attention(t, config);
-    add_compressor_indexer(t, config, role);
-    add_mhc_and_norms(t, config);
-    add_moe(t, config);
-    add_engram(t, config, role);
+  WeightInventory result;
+  for (const ExpectedTensor& tensor : expected_tensors(config, plan)) {
+    if (!tensor.required) continue;  // optional tensors (ffn.gate.bias_vl) are not needed for text
+    if (tensor.name == "head.weight" && config.tie_word_embeddings) continue;
+    uint64_t elements = 1;
+    for (const int64_t extent : tensor.shape) elements = mul(elements, u(extent));
+    uint64_t& component = component_of(result.parameters, tensor.name);
+    component = sum(component, elements);
+    result.parameters.total = sum(result.parameters.total, elements);
+    result.bytes = sum(result.bytes, storage_bytes(tensor));
   }
-  t.result.parameters.active_per_token = active_per_token(t.result.parameters, config);
-  return t.result;
+  result.parameters.active_per_token = active_per_token(result.parameters, config);
+  return result;
 }
 
 }  // namespace flashkv::config

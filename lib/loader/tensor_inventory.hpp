@@ -26,34 +26,23 @@
 
 #include <flashkv/config.hpp>
 
+#include "config/tensor_inventory.hpp"
 #include "loader/checkpoint.hpp"
 
 namespace flashkv::loader {
 
-enum class StorageKind { kUnquantized, kFp8Block32, kMxfp4, kFp8Rows32 };
-
-struct ExpectedTensor {
-  std::string name;                 // the weight's name, e.g. "layers.2.attn.wkv.weight"
-  std::vector<std::int64_t> shape;  // logical (dequantized) shape, torch [out, in]
-  StorageKind storage = StorageKind::kUnquantized;
-  bool required = true;  // false for tensors a text-only engine may lack (ffn.gate.bias_vl)
-};
+// The expected tensors are the config's (config/tensor_inventory.hpp); the loader checks files against them.
+using config::ExpectedTensor;
+using config::StorageKind;
+using config::expected_tensors;
+using config::scale_name;
+using config::scale_shape;
+using config::stored_weight_shape;
 
 struct CheckpointProblem {
   std::string tensor;  // the tensor at fault
   std::string what;    // e.g. "missing", "shape [4, 8], expected [8, 4]"
 };
-
-// Every tensor of the backbone in a stable order: global tensors, then layer by layer.
-std::vector<ExpectedTensor> expected_tensors(const ModelConfig& config, const LayerPlan& plan);
-
-// "<base>.scale" for "<base>.weight" (and "<name>.scale" for a name without the suffix).
-std::string scale_name(const std::string& weight_name);
-
-// The shapes a tensor is stored with: the weight's stored shape and its scale's shape (empty when the
-// storage kind has no scale).
-std::vector<std::int64_t> stored_weight_shape(const ExpectedTensor& expected);
-std::vector<std::int64_t> scale_shape(const ExpectedTensor& expected);
 
 // Missing tensors, wrong shapes and dtypes, scales missing or misplaced, and unexpected tensors outside
 // the unchecked prefixes; empty when the checkpoint fits the config. Sorted by tensor name.
