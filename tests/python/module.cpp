@@ -6,6 +6,7 @@ namespace flashkv::testing {
 void bind_formats(pybind11::module_& m);
 void bind_loader(pybind11::module_& m);
 void bind_sampling(pybind11::module_& m);
+void bind_engine(pybind11::module_& m);
 }  // namespace flashkv::testing
 
 PYBIND11_MODULE(flashkv_testing, m) {
@@ -13,4 +14,5 @@ PYBIND11_MODULE(flashkv_testing, m) {
   flashkv::testing::bind_formats(m);
   flashkv::testing::bind_loader(m);
   flashkv::testing::bind_sampling(m);
+  flashkv::testing::bind_engine(m);
 }

@@ -1,0 +1,96 @@
+// ForwardPass — the V4.1 forward (spec §3, §5, §6, §7) of one batch of new rows over their sequences' states,
+// layer by layer on a Backend. Dense work (projections, norms, mHC, MoE, Engram) runs on all rows of the
+// batch at once; what reads a sequence's caches (window rings, compressor, indexer, attention) runs per
+// segment. Internal to lib/runtime; the Engine (cpu_engine.cpp) builds batches and advances the states
+// afterwards.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <span>
+#include <vector>
+
+#include <flashkv/config.hpp>
+
+#include "backend/backend.hpp"
+#include "runtime/engram_hash.hpp"
+#include "runtime/forward_trace.hpp"
+#include "runtime/model_weights.hpp"
+#include "runtime/sequence_state.hpp"
+
+namespace flashkv::runtime {
+
+// The immutable parts of an engine that the forward reads.
+struct ModelContext {
+  const ModelConfig* config = nullptr;
+  const LayerPlan* plan = nullptr;
+  const backend::Backend* backend = nullptr;
+  const ModelWeights* weights = nullptr;
+  const EngramHasher* engram = nullptr;
+  backend::RopeTable base_rope;
+  backend::RopeTable compress_rope;
+  backend::Rounding rounding = backend::Rounding::kClean;
+
+  bool faithful() const { return rounding == backend::Rounding::kFaithful; }
+  const backend::RopeTable& rope(const LayerRole& role) const {
+    return role.rope == RopeKind::kBase ? base_rope : compress_rope;
+  }
+};
+
+// New rows [first_row, first_row + count) of one sequence, at positions start … start + count − 1.
+struct Segment {
+  SequenceState* state = nullptr;
+  int64_t first_row = 0;
+  int64_t count = 0;
+  int64_t start = 0;
+  std::map<int, std::vector<int32_t>> selections;  // index-source layer -> [count, index_topk] (this call)
+  std::vector<uint8_t> pool;                       // candidate pool [count, pool_width] (this call)
+  int64_t pool_width = 0;
+};
+
+struct Batch {
+  std::vector<Segment> segments;
+  std::vector<int64_t> positions;  // one per row
+  int64_t rows() const { return static_cast<int64_t>(positions.size()); }
+};
+
+// Residual streams [rows, hc·D] and the carried collapse weights `pre` [rows, hc] (spec §3).
+struct Activations {
+  std::vector<float> streams;
+  std::vector<float> pre;
+  int64_t rows = 0;
+};
+
+class ForwardPass {
+ public:
+  ForwardPass(const ModelContext& model, Batch& batch, ForwardTrace* trace);
+
+  // §3 step 1: X_i = embed[token] for every stream; pre = (1, 0, …, 0).
+  Activations embed(std::span<const int32_t> ids);
+  // Blocks [begin, end) on every row; ngrams [rows, max_ngram] (empty without Engram).
+  void run_layers(int begin, int end, Activations& x, std::span<const int64_t> ngrams);
+  // §3 step 3 for the given rows: logits [rows.size(), vocab].
+  std::vector<float> logits(const Activations& x, std::span<const int64_t> rows);
+
+  // Pieces of a block, used on their own by CED prefill (§8.4).
+  void engram(const LayerRole& role, Activations& x, std::span<const int64_t> ngrams);
+  std::vector<float> attention_input(const LayerRole& role, const Activations& x);
+  void publish(const LayerRole& role, backend::ConstMatrix u);
+
+ private:
+  void block(const LayerRole& role, Activations& x, std::span<const int64_t> ngrams);
+  std::vector<float> attention(const LayerRole& role, backend::ConstMatrix u);
+  void select(const LayerRole& role, backend::ConstMatrix u, backend::ConstMatrix cq);
+  std::vector<float> moe(const LayerRole& role, backend::ConstMatrix v);
+  std::vector<float> gemm(backend::ConstMatrix x, const Tensor& w, backend::OutputCast cast) const;
+  void rms_norm(std::vector<float>& x, int64_t cols, const Tensor& w) const;
+  void record(const LayerRole& role, const char* name, std::vector<int64_t> shape, const float* data);
+
+  const ModelContext& model_;
+  const ModelConfig& config_;
+  const backend::Backend& backend_;
+  Batch& batch_;
+  ForwardTrace* trace_;
+};
+
+}  // namespace flashkv::runtime
