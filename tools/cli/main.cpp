@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "info_command.hpp"
+#include "run_command.hpp"
 
 #ifndef FLASHKV_VERSION_STRING
 #define FLASHKV_VERSION_STRING "unknown"
@@ -16,23 +17,32 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: flashkv info PATH [--json]\n"
+    "       flashkv run -m DIR --prompt-ids 1,2,3 [options]\n"
     "       flashkv --help | --version\n"
     "\n"
     "commands:\n"
     "  info PATH [--json]  describe a checkpoint directory or a config.json: config summary, layer plan,\n"
-    "                      memory report (and the tensor listing for a checkpoint directory)\n"
+    "                      memory report (and the tensor listing for a checkpoint directory)\n";
+
+constexpr const char* kUsageTail =
     "\n"
     "exit status: 0 success, 1 runtime error (message on stderr), 2 usage error\n";
+
+void print_usage() {
+  std::fputs(kUsage, stdout);
+  std::fputs(flashkv::cli::kRunUsage, stdout);
+  std::fputs(kUsageTail, stdout);
+}
 
 int run(int argc, char** argv) {
   const std::vector<std::string_view> args(argv + 1, argv + argc);
   if (args.empty()) {
-    std::fputs(kUsage, stdout);
+    print_usage();
     return 2;
   }
   const std::string_view command = args.front();
   if (command == "--help" || command == "-h" || command == "help") {
-    std::fputs(kUsage, stdout);
+    print_usage();
     return 0;
   }
   if (command == "--version") {
@@ -40,6 +50,7 @@ int run(int argc, char** argv) {
     return 0;
   }
   if (command == "info") return flashkv::cli::run_info(std::span(args).subspan(1));
+  if (command == "run") return flashkv::cli::run_run(std::span(args).subspan(1));
   std::fprintf(stderr, "flashkv: unknown command '%.*s' (see flashkv --help)\n",
                static_cast<int>(command.size()), command.data());
   return 2;
