@@ -108,6 +108,9 @@ def test_json_report_has_the_documented_fields_and_kv_figures(cli, checkpoints):
     per_token = sum((entry + key) / cfg["compress_ratios"][layer] for layer in cfg["kv_source_layer_ids"])
     assert ours["kv_bytes_per_token"] == per_token
     assert ours["window_bytes"] == cfg["num_hidden_layers"] * cfg["sliding_window"] * row
+    # Only complete groups publish entries: 7 tokens held (3 prompt + 4 generated).
+    assert ours["global_kv_bytes"] == sum(7 // cfg["compress_ratios"][layer] * (entry + key)
+                                          for layer in cfg["kv_source_layer_ids"])
 
 
 def test_text_output_streams_tokens_then_stats_and_progress_on_stderr(cli, checkpoints):

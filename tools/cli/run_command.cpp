@@ -58,7 +58,10 @@ struct RunReport {
   double decode_seconds = 0;
   std::vector<float> logits_last;          // the row the last generated token was drawn from
   std::vector<float> prefill_logits_last;  // the prompt's last row
-  int64_t session_kv_bytes = 0;
+  int64_t session_tokens = 0;
+  uint64_t global_kv_bytes = 0;  // the global KV records of session_tokens tokens (MemoryReport)
+  int64_t session_kv_bytes =
+      0;  // everything the session's state holds (windows with their rewind margin too)
 };
 
 // Prefill progress on stderr, only when the prompt needs more than one chunk.
@@ -115,6 +118,8 @@ RunReport generate_with_stats(const Model& model, const RunOptions& o) {
   report.decode_seconds = seconds_since(decode_start);
   report.tokens = result.tokens;
   report.stop_reason = stop_reason_name(result.reason);
+  report.session_tokens = session.length();
+  report.global_kv_bytes = model.memory().report.global_kv_bytes(static_cast<uint64_t>(session.length()));
   report.session_kv_bytes = session.kv_bytes();
   return report;
 }
@@ -129,9 +134,10 @@ void print_text(const Model& model, const RunOptions& o, const RunReport& r) {
   std::printf("decode: %lld tokens in %.3f s, %.1f tok/s (stop: %s)\n", static_cast<long long>(generated),
               r.decode_seconds, rate(generated, r.decode_seconds), r.stop_reason);
   std::printf(
-      "kv: %.2f B/token global, %llu B window per session; this session holds "
-      "%lld B\n",
-      memory.report.global_kv_bytes_per_token,
+      "kv: %.2f B/token global (%llu B for these %lld tokens), %llu B window per session; "
+      "the session state holds %lld B\n",
+      memory.report.global_kv_bytes_per_token, static_cast<unsigned long long>(r.global_kv_bytes),
+      static_cast<long long>(r.session_tokens),
       static_cast<unsigned long long>(memory.report.window_bytes_per_session),
       static_cast<long long>(r.session_kv_bytes));
 }
@@ -147,6 +153,7 @@ void print_json(const Model& model, const RunOptions& o, const RunReport& r) {
   j["decode_seconds"] = r.decode_seconds;
   j["kv_bytes_per_token"] = memory.report.global_kv_bytes_per_token;
   j["window_bytes"] = memory.report.window_bytes_per_session;
+  j["global_kv_bytes"] = r.global_kv_bytes;
   j["session_kv_bytes"] = r.session_kv_bytes;
   j["weight_bytes"] = memory.resident_weight_bytes;
   j["logits_last"] = r.logits_last;
