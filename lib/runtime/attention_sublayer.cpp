@@ -72,7 +72,7 @@ std::vector<float> ForwardPass::attention(const LayerRole& role, ConstMatrix u) 
       problem.topk = config_.index_topk;
       if (trace_ != nullptr) {
         trace_->put(fmt::format("layer{}.topk", role.index), {segment.count, config_.index_topk},
-                    problem.selection.data(), /*integer=*/true);
+                    problem.selection.data(), TraceKind::kInteger);
       }
     }
     backend_.sparse_attention(problem,

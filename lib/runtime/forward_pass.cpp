@@ -61,7 +61,7 @@ Activations ForwardPass::embed(std::span<const int32_t> ids) {
     x.pre[static_cast<size_t>(r * hc)] = 1.0f;
   }
   if (trace_ != nullptr) {
-    trace_->put("positions", {x.rows}, batch_.positions.data(), /*integer=*/true);
+    trace_->put("positions", {x.rows}, batch_.positions.data(), TraceKind::kInteger);
     trace_->put("embed", {x.rows, d}, first.data());
   }
   return x;
@@ -87,7 +87,7 @@ void ForwardPass::engram(const LayerRole& role, Activations& x, std::span<const 
                        w.omega, config_.hc_mult, config_.rms_norm_eps, model_.rounding);
   if (trace_ != nullptr) {
     trace_->put(fmt::format("layer{}.engram_rows", role.index), {x.rows, columns}, rows.data(),
-                /*integer=*/true);
+                TraceKind::kInteger);
     record(role, "engram_streams", {x.rows, config_.hc_mult, config_.hidden_size}, x.streams.data());
   }
 }
@@ -153,7 +153,7 @@ std::vector<float> ForwardPass::moe(const LayerRole& role, ConstMatrix v) {
                        shared ? &*shared : nullptr, config_.swiglu_limit, Matrix{out.data(), v.rows, v.cols},
                        model_.rounding);
   if (trace_ != nullptr) {
-    trace_->put(fmt::format("layer{}.experts", role.index), {v.rows, k}, experts.data(), /*integer=*/true);
+    trace_->put(fmt::format("layer{}.experts", role.index), {v.rows, k}, experts.data(), TraceKind::kInteger);
     record(role, "routing", {v.rows, k}, routing.data());
   }
   return out;

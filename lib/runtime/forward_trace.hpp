@@ -11,22 +11,25 @@
 
 namespace flashkv::runtime {
 
+enum class TraceKind { kFloat, kInteger, kBool };
+
 struct TraceArray {
   std::vector<int64_t> shape;
-  std::vector<double> values;  // floats, and integers (exact below 2^53)
-  bool integer = false;
+  std::vector<double> values;  // floats, integers (exact below 2^53) and 0/1
+  TraceKind kind = TraceKind::kFloat;
 };
 
 class ForwardTrace {
  public:
   template <typename T>
-  void put(const std::string& name, std::vector<int64_t> shape, const T* data, bool integer = false) {
+  void put(const std::string& name, std::vector<int64_t> shape, const T* data,
+           TraceKind kind = TraceKind::kFloat) {
     TraceArray& array = arrays[name];
     int64_t count = 1;
     for (const int64_t dim : shape) count *= dim;
     array.shape = std::move(shape);
     array.values.assign(data, data + count);
-    array.integer = integer;
+    array.kind = kind;
   }
   std::map<std::string, TraceArray> arrays;
 };

@@ -59,7 +59,7 @@ void ForwardPass::select(const LayerRole& role, ConstMatrix u, ConstMatrix cq) {
                               config_.candidate_topk_blocks, segment.pool);
       if (trace_ != nullptr) {
         trace_->put(fmt::format("layer{}.pool", role.index), {segment.count, width}, segment.pool.data(),
-                    true);
+                    TraceKind::kBool);
       }
     }
     if (role.candidate_pool_source >= 0) {

@@ -63,10 +63,14 @@ py::array_t<float> logits_array(const runtime::ForwardResult& result, int64_t vo
 py::dict trace_dict(const runtime::ForwardTrace& trace) {
   py::dict out;
   for (const auto& [name, array] : trace.arrays) {
-    if (array.integer) {
+    if (array.kind == runtime::TraceKind::kInteger) {
       py::array_t<int64_t> values(array.shape);
       for (size_t i = 0; i < array.values.size(); ++i)
         values.mutable_data()[i] = static_cast<int64_t>(array.values[i]);
+      out[py::str(name)] = values;
+    } else if (array.kind == runtime::TraceKind::kBool) {
+      py::array_t<bool> values(array.shape);
+      for (size_t i = 0; i < array.values.size(); ++i) values.mutable_data()[i] = array.values[i] != 0;
       out[py::str(name)] = values;
     } else {
       py::array_t<float> values(array.shape);

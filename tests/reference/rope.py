@@ -33,7 +33,9 @@ def rope_frequencies(rope_dim: int, theta: float, scaling: RopeScaling | None, n
     """f_i = θ^(−2i/d), i = 0..d/2−1, blended towards f_i/factor over the YaRN ramp when `scaling` is given."""
     dtype = np.float32 if numerics.faithful else np.float64  # the reference builds them in fp32
     exponents = np.arange(0, rope_dim, 2, dtype=dtype) / dtype(rope_dim)
-    freqs = dtype(1.0) / (dtype(theta) ** exponents)
+    # θ^e correctly rounded to the table's dtype: numpy's float32 `**` is a SIMD approximation whose last bit
+    # depends on the machine (AVX-512 / AVX2 / baseline), which would make the oracle machine-dependent.
+    freqs = dtype(1.0) / (np.float64(theta) ** exponents.astype(np.float64)).astype(dtype)
     if scaling is not None:
         low, high = yarn_low_high(rope_dim, theta, scaling)
         ramp = np.clip((np.arange(rope_dim // 2, dtype=dtype) - low) / dtype(max(high - low, 1e-3)), 0, 1)
@@ -53,7 +55,11 @@ class Rope:
         positions = np.asarray(positions)
         if self.numerics.faithful:
             angles = positions.astype(np.float32)[:, None] * self.freqs  # fp32 angles, as the reference
-            return np.cos(angles).astype(np.float64), np.sin(angles).astype(np.float64)
+            # cos/sin of the fp32 angle correctly rounded to fp32 (computed in float64): numpy's float32 sin/cos
+            # are SIMD approximations off by an ulp for ~15% of angles on AVX-512, machine-dependent.
+            wide = angles.astype(np.float64)
+            return (np.cos(wide).astype(np.float32).astype(np.float64),
+                    np.sin(wide).astype(np.float32).astype(np.float64))
         angles = positions.astype(np.float64)[:, None] * self.freqs
         return np.cos(angles), np.sin(angles)
 
