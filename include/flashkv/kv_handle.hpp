@@ -6,7 +6,8 @@
 //   exactly as the snapshotted session would have (same logits, same sampled tokens for the same seed).
 // - Immutable: nothing changes a snapshot after it is taken, so it may be restored any number of times.
 // - fork() returns another handle to the same snapshot (no copy; reference-counted). A default-constructed
-//   handle is empty: empty() is true and every other accessor throws kInvalidArgument.
+//   handle is empty: empty() is true, fork() returns another empty handle, and tokens(), bytes(), model() and
+//   Session::restore() throw kInvalidArgument.
 // Ownership: the snapshot is shared by all handles to it and freed with the last one; it keeps its Model's
 // weights alive.
 // Threading: const members may be called from any number of threads at once; handles may be copied and
