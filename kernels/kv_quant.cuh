@@ -20,6 +20,10 @@
 // before anything is enqueued; a failed launch throws flashkv::Error(kDevice). Faults inside the
 // kernel (e.g. a host pointer) surface at the caller's next synchronization.
 // Threading: launchers keep no state; calls from several threads on different streams are safe.
+//
+// Variants: every launcher takes an optional KvKernelVariant. All variants write the same bytes (the GPU
+// tests run each one); kAuto is the per-launcher choice measured fastest on the H200
+// (docs/perf-notes/kv-quant.md) and the others exist for tuning sweeps (bench/bench_kv_quant.cu).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -31,20 +35,41 @@ namespace flashkv::cuda {
 // The largest channel count the launchers accept (a row is handled by at most one CTA).
 constexpr int kMaxKvChannels = 8192;
 
+// Implementation choice of a launcher. A forced variant falls back to kRegisterTiles where its
+// preconditions fail (pointers not 16-byte aligned, rows wider than one 256-thread tile), and a
+// quantizer treats kStreamingStores as kRegisterTiles.
+enum class KvKernelVariant {
+  kAuto,             // the tuned choice
+  kRegisterTiles,    // each thread loads its chunks of several row tiles into registers, then computes
+  kStreamingStores,  // dequantizers: kRegisterTiles with evict-first (.cs) output stores
+  kBulkSmall,        // quantizers: shared-memory ring fed by cp.async.bulk, 4 stages of 8 KB;
+                     // dequantizers: outputs staged in shared memory, bulk stores of 16 KB
+  kBulkMedium,       // ring of 4 x 16 KB; bulk stores of 32 KB
+  kBulkLarge,        // ring of 3 x 32 KB; bulk stores of 64 KB
+};
+
 // SWA window rows: FP8 E4M3, UE8M0 scale per 32 channels.
-void quantize_fp8_rows(const float* rows, int64_t n, int C, uint8_t* records, cudaStream_t stream);
-void quantize_fp8_rows_bf16(const uint16_t* rows, int64_t n, int C, uint8_t* records, cudaStream_t stream);
-void dequantize_fp8_rows(const uint8_t* records, int64_t n, int C, float* rows, cudaStream_t stream);
+void quantize_fp8_rows(const float* rows, int64_t n, int C, uint8_t* records, cudaStream_t stream,
+                       KvKernelVariant variant = KvKernelVariant::kAuto);
+void quantize_fp8_rows_bf16(const uint16_t* rows, int64_t n, int C, uint8_t* records, cudaStream_t stream,
+                            KvKernelVariant variant = KvKernelVariant::kAuto);
+void dequantize_fp8_rows(const uint8_t* records, int64_t n, int C, float* rows, cudaStream_t stream,
+                         KvKernelVariant variant = KvKernelVariant::kAuto);
 
 // Compressed (global) KV entries: NVFP4, E4M3 scale per 16 channels, no global scale.
-void quantize_nvfp4_entries(const float* rows, int64_t n, int C, uint8_t* records, cudaStream_t stream);
+void quantize_nvfp4_entries(const float* rows, int64_t n, int C, uint8_t* records, cudaStream_t stream,
+                            KvKernelVariant variant = KvKernelVariant::kAuto);
 void quantize_nvfp4_entries_bf16(const uint16_t* rows, int64_t n, int C, uint8_t* records,
-                                 cudaStream_t stream);
-void dequantize_nvfp4_entries(const uint8_t* records, int64_t n, int C, float* rows, cudaStream_t stream);
+                                 cudaStream_t stream, KvKernelVariant variant = KvKernelVariant::kAuto);
+void dequantize_nvfp4_entries(const uint8_t* records, int64_t n, int C, float* rows, cudaStream_t stream,
+                              KvKernelVariant variant = KvKernelVariant::kAuto);
 
 // Index keys: MXFP4, E8M0 scale per 32 channels.
-void quantize_mxfp4_keys(const float* rows, int64_t n, int C, uint8_t* records, cudaStream_t stream);
-void quantize_mxfp4_keys_bf16(const uint16_t* rows, int64_t n, int C, uint8_t* records, cudaStream_t stream);
-void dequantize_mxfp4_keys(const uint8_t* records, int64_t n, int C, float* rows, cudaStream_t stream);
+void quantize_mxfp4_keys(const float* rows, int64_t n, int C, uint8_t* records, cudaStream_t stream,
+                         KvKernelVariant variant = KvKernelVariant::kAuto);
+void quantize_mxfp4_keys_bf16(const uint16_t* rows, int64_t n, int C, uint8_t* records, cudaStream_t stream,
+                              KvKernelVariant variant = KvKernelVariant::kAuto);
+void dequantize_mxfp4_keys(const uint8_t* records, int64_t n, int C, float* rows, cudaStream_t stream,
+                           KvKernelVariant variant = KvKernelVariant::kAuto);
 
 }  // namespace flashkv::cuda

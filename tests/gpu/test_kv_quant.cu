@@ -34,6 +34,7 @@ namespace fc = flashkv::cuda;
 
 constexpr uint8_t kPoisons[2] = {0xA5, 0x5A};
 constexpr size_t kGuardBytes = 64;
+constexpr auto kAuto = fc::KvKernelVariant::kAuto;
 
 bool small_scale() {
   const char* scale = std::getenv("FLASHKV_TEST_SCALE");
@@ -82,9 +83,9 @@ struct Kind {
   size_t (*record_bytes)(int);
   void (*host_quantize)(const float*, int, uint8_t*);
   void (*host_dequantize)(const uint8_t*, int, float*);
-  void (*gpu_quantize)(const float*, int64_t, int, uint8_t*, cudaStream_t);
-  void (*gpu_quantize_bf16)(const uint16_t*, int64_t, int, uint8_t*, cudaStream_t);
-  void (*gpu_dequantize)(const uint8_t*, int64_t, int, float*, cudaStream_t);
+  void (*gpu_quantize)(const float*, int64_t, int, uint8_t*, cudaStream_t, fc::KvKernelVariant);
+  void (*gpu_quantize_bf16)(const uint16_t*, int64_t, int, uint8_t*, cudaStream_t, fc::KvKernelVariant);
+  void (*gpu_dequantize)(const uint8_t*, int64_t, int, float*, cudaStream_t, fc::KvKernelVariant);
   float scale_floor_amax;  // amax below which the scale is pinned at its floor (MODEL.md §2.2)
   float max_code_value;    // largest magnitude of the element format: 448 (E4M3) or 6 (E2M1)
   int official_channels;
@@ -341,10 +342,11 @@ void canonicalize_nans(std::vector<uint8_t>& got, size_t offset, const std::vect
 // Quantizes `n` random rows of `c` channels on the GPU from fp32 and from BF16 input, compares with
 // the host, then dequantizes the records on the GPU and compares with the host dequantization.
 // `in_misalign` / `out_misalign` shift the device pointers off their natural 256-byte alignment.
-void check_round_trip(const Kind& kind, int64_t n, int c, size_t in_misalign, size_t out_misalign) {
+void check_round_trip(const Kind& kind, int64_t n, int c, size_t in_misalign, size_t out_misalign,
+                      fc::KvKernelVariant variant = fc::KvKernelVariant::kAuto) {
   const uint64_t seed = fresh_seed();
   INFO(kind.name << " n=" << n << " C=" << c << " input offset " << in_misalign << " output offset "
-                 << out_misalign << " seed " << seed);
+                 << out_misalign << " variant " << static_cast<int>(variant) << " seed " << seed);
   RowMaker maker(kind, seed);
   const std::vector<float> x = maker.rows(n, c);
   const std::vector<uint16_t> x_bf16 = to_bf16(x);
@@ -354,15 +356,15 @@ void check_round_trip(const Kind& kind, int64_t n, int c, size_t in_misalign, si
   DeviceBytes in_f32(in_misalign + x.size() * sizeof(float));
   upload(in_f32, in_misalign, x.data(), x.size() * sizeof(float));
   const auto* rows_f32 = reinterpret_cast<const float*>(in_f32.data() + in_misalign);
-  check_launch_writes([&](uint8_t* out) { kind.gpu_quantize(rows_f32, n, c, out, nullptr); }, want,
+  check_launch_writes([&](uint8_t* out) { kind.gpu_quantize(rows_f32, n, c, out, nullptr, variant); }, want,
                       out_misalign, "quantize from fp32");
 
   const size_t bf16_misalign = in_misalign / 2;  // BF16 rows only need 2-byte alignment
   DeviceBytes in_bf16(bf16_misalign + x_bf16.size() * sizeof(uint16_t));
   upload(in_bf16, bf16_misalign, x_bf16.data(), x_bf16.size() * sizeof(uint16_t));
   const auto* rows_bf16 = reinterpret_cast<const uint16_t*>(in_bf16.data() + bf16_misalign);
-  check_launch_writes([&](uint8_t* out) { kind.gpu_quantize_bf16(rows_bf16, n, c, out, nullptr); }, want_bf16,
-                      out_misalign, "quantize from bf16");
+  check_launch_writes([&](uint8_t* out) { kind.gpu_quantize_bf16(rows_bf16, n, c, out, nullptr, variant); },
+                      want_bf16, out_misalign, "quantize from bf16");
 
   // Dequantize the host records (and, separately, arbitrary record bytes: every code, NaN codes too).
   std::vector<uint8_t> arbitrary(want.size());
@@ -383,7 +385,7 @@ void check_round_trip(const Kind& kind, int64_t n, int c, size_t in_misalign, si
     for (uint8_t poison : kPoisons) {
       FKV_CUDA_CHECK(cudaMemset(out.data(), poison, out.bytes() + kGuardBytes));
       kind.gpu_dequantize(rec.data() + in_misalign, n, c, reinterpret_cast<float*>(out.data() + float_offset),
-                          nullptr);
+                          nullptr, variant);
       FKV_CUDA_CHECK(cudaDeviceSynchronize());
       std::vector<uint8_t> got = download_all(out);
       canonicalize_nans(got, float_offset, expect);
@@ -430,6 +432,20 @@ TEST_CASE("GPU KV records: rows wider than one CTA's default", "[gpu][kv_quant]"
   check_round_trip(kind, 5, c, 0, 0);
 }
 
+TEST_CASE("GPU KV records: every kernel variant", "[gpu][kv_quant]") {
+  const std::string name = GENERATE("fp8_row", "nvfp4_entry", "mxfp4_key");
+  const Kind& kind = *kind_named(name);
+  const auto variant = GENERATE(fc::KvKernelVariant::kRegisterTiles, fc::KvKernelVariant::kStreamingStores,
+                                fc::KvKernelVariant::kBulkSmall, fc::KvKernelVariant::kBulkMedium,
+                                fc::KvKernelVariant::kBulkLarge);
+  // Tails shorter than a stage, chunk counts that do not divide the CTA, a row wider than one tile (the
+  // register fallback), and at C = 128 enough rows for every CTA to wrap around its ring several times.
+  const int c = GENERATE(1, 3, 4, 16, 80) * 32;
+  const int64_t n = GENERATE(as<int64_t>{}, 1, 7, 33, 1001, 5003, 100003);
+  if (n > 5003 && c != 128) return;
+  check_round_trip(kind, n, c, 0, 0, variant);
+}
+
 TEST_CASE("GPU KV records: misaligned pointers take the safe path", "[gpu][kv_quant]") {
   const std::string name = GENERATE("fp8_row", "nvfp4_entry", "mxfp4_key");
   const Kind& kind = *kind_named(name);
@@ -470,52 +486,55 @@ TEST_CASE("GPU KV launchers reject bad arguments with flashkv::Error", "[gpu][kv
 
   SECTION("C not a multiple of the block") {
     const int bad_c = c + kind.block / 2;
-    require_invalid_argument([&] { kind.gpu_quantize(f32, 4, bad_c, rec, nullptr); },
+    require_invalid_argument([&] { kind.gpu_quantize(f32, 4, bad_c, rec, nullptr, kAuto); },
                              "C = " + std::to_string(bad_c));
-    require_invalid_argument([&] { kind.gpu_quantize_bf16(bf16, 4, bad_c, rec, nullptr); },
+    require_invalid_argument([&] { kind.gpu_quantize_bf16(bf16, 4, bad_c, rec, nullptr, kAuto); },
                              "not a positive multiple");
-    require_invalid_argument([&] { kind.gpu_dequantize(rec, 4, bad_c, f32, nullptr); },
+    require_invalid_argument([&] { kind.gpu_dequantize(rec, 4, bad_c, f32, nullptr, kAuto); },
                              "not a positive multiple");
-    require_invalid_argument([&] { kind.gpu_quantize(f32, 4, 0, rec, nullptr); }, "C = 0");
-    require_invalid_argument([&] { kind.gpu_quantize(f32, 4, -kind.block, rec, nullptr); }, "C = -");
+    require_invalid_argument([&] { kind.gpu_quantize(f32, 4, 0, rec, nullptr, kAuto); }, "C = 0");
+    require_invalid_argument([&] { kind.gpu_quantize(f32, 4, -kind.block, rec, nullptr, kAuto); }, "C = -");
   }
   SECTION("C above the supported maximum") {
-    require_invalid_argument([&] { kind.gpu_quantize(f32, 1, fc::kMaxKvChannels + 32, rec, nullptr); },
+    require_invalid_argument([&] { kind.gpu_quantize(f32, 1, fc::kMaxKvChannels + 32, rec, nullptr, kAuto); },
                              "maximum");
   }
   SECTION("negative n") {
-    require_invalid_argument([&] { kind.gpu_quantize(f32, -1, c, rec, nullptr); }, "n = -1");
-    require_invalid_argument([&] { kind.gpu_dequantize(rec, -5, c, f32, nullptr); }, "n = -5");
+    require_invalid_argument([&] { kind.gpu_quantize(f32, -1, c, rec, nullptr, kAuto); }, "n = -1");
+    require_invalid_argument([&] { kind.gpu_dequantize(rec, -5, c, f32, nullptr, kAuto); }, "n = -5");
   }
   SECTION("null pointers with rows to do") {
-    require_invalid_argument([&] { kind.gpu_quantize(nullptr, 2, c, rec, nullptr); },
+    require_invalid_argument([&] { kind.gpu_quantize(nullptr, 2, c, rec, nullptr, kAuto); },
                              "input pointer is null");
-    require_invalid_argument([&] { kind.gpu_quantize_bf16(bf16, 2, c, nullptr, nullptr); },
+    require_invalid_argument([&] { kind.gpu_quantize_bf16(bf16, 2, c, nullptr, nullptr, kAuto); },
                              "output pointer is null");
-    require_invalid_argument([&] { kind.gpu_dequantize(nullptr, 2, c, f32, nullptr); },
+    require_invalid_argument([&] { kind.gpu_dequantize(nullptr, 2, c, f32, nullptr, kAuto); },
                              "input pointer is null");
   }
   SECTION("rows not aligned to their element type") {
     const auto* odd_f32 = reinterpret_cast<const float*>(rows.data() + 2);
     const auto* odd_bf16 = reinterpret_cast<const uint16_t*>(rows.data() + 1);
-    require_invalid_argument([&] { kind.gpu_quantize(odd_f32, 2, c, rec, nullptr); }, "not aligned");
-    require_invalid_argument([&] { kind.gpu_quantize_bf16(odd_bf16, 2, c, rec, nullptr); }, "not aligned");
+    require_invalid_argument([&] { kind.gpu_quantize(odd_f32, 2, c, rec, nullptr, kAuto); }, "not aligned");
+    require_invalid_argument([&] { kind.gpu_quantize_bf16(odd_bf16, 2, c, rec, nullptr, kAuto); },
+                             "not aligned");
     require_invalid_argument(
-        [&] { kind.gpu_dequantize(rec, 2, c, reinterpret_cast<float*>(rows.data() + 1), nullptr); },
+        [&] { kind.gpu_dequantize(rec, 2, c, reinterpret_cast<float*>(rows.data() + 1), nullptr, kAuto); },
         "not aligned");
   }
   SECTION("overlapping input and output") {
-    require_invalid_argument([&] { kind.gpu_quantize(f32, 4, c, rows.data() + 8, nullptr); }, "overlap");
-    require_invalid_argument([&] { kind.gpu_dequantize(rows.data(), 4, c, f32 + 1, nullptr); }, "overlap");
+    require_invalid_argument([&] { kind.gpu_quantize(f32, 4, c, rows.data() + 8, nullptr, kAuto); },
+                             "overlap");
+    require_invalid_argument([&] { kind.gpu_dequantize(rows.data(), 4, c, f32 + 1, nullptr, kAuto); },
+                             "overlap");
   }
   SECTION("n = 0 accepts null pointers and launches nothing") {
-    kind.gpu_quantize(nullptr, 0, c, nullptr, nullptr);
-    kind.gpu_quantize_bf16(nullptr, 0, c, nullptr, nullptr);
-    kind.gpu_dequantize(nullptr, 0, c, nullptr, nullptr);
+    kind.gpu_quantize(nullptr, 0, c, nullptr, nullptr, kAuto);
+    kind.gpu_quantize_bf16(nullptr, 0, c, nullptr, nullptr, kAuto);
+    kind.gpu_dequantize(nullptr, 0, c, nullptr, nullptr, kAuto);
     FKV_CUDA_CHECK(cudaDeviceSynchronize());
   }
   SECTION("every function names itself in the message") {
-    require_invalid_argument([&] { kind.gpu_quantize_bf16(bf16, -1, c, rec, nullptr); }, "_bf16");
-    require_invalid_argument([&] { kind.gpu_dequantize(rec, -1, c, f32, nullptr); }, "dequantize_");
+    require_invalid_argument([&] { kind.gpu_quantize_bf16(bf16, -1, c, rec, nullptr, kAuto); }, "_bf16");
+    require_invalid_argument([&] { kind.gpu_dequantize(rec, -1, c, f32, nullptr, kAuto); }, "dequantize_");
   }
 }
