@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.hpp"
+#include "backend/cpu/gemm_kernel.hpp"
 #include "backend/cpu/numerics.hpp"
 
 namespace flashkv::backend::cpu {
@@ -47,13 +48,22 @@ void CpuBackend::hc_mixer(ConstMatrix streams, const MixerWeights& weights, cons
   const int64_t hc = shape.hc;
   const int64_t width = streams.cols;
   const int64_t mix = weights.fn.rows;
-  parallel_for(streams.rows, static_cast<double>(streams.rows * mix * width), [&](int64_t r) {
+  // fn·f of every row first (the GEMM part), then each row's scaling, sigmoids and Sinkhorn
+  std::vector<double> products(static_cast<size_t>(streams.rows * mix));
+  constexpr int64_t kRowsPerTask = 8;
+  const int64_t tasks = (streams.rows + kRowsPerTask - 1) / kRowsPerTask;
+  parallel_for(tasks, static_cast<double>(streams.rows * mix * width), [&](int64_t t) {
+    const int64_t first = t * kRowsPerTask;
+    const int64_t rows = std::min(kRowsPerTask, streams.rows - first);
+    gemm_double(ConstMatrix{streams.row(first), rows, width}, weights.fn, products.data() + first * mix);
+  });
+  parallel_for(streams.rows, static_cast<double>(streams.rows * width), [&](int64_t r) {
     const float* flat = streams.row(r);
     const double root = std::sqrt(sum_of_squares(flat, width) / static_cast<double>(width) + shape.norm_eps);
     std::vector<double> z(static_cast<size_t>(mix));
     for (int64_t o = 0; o < mix; ++o) {
       const double scale = weights.scale[o < hc ? 0 : o < 2 * hc ? 1 : 2];
-      const double mixed = dot(weights.fn.row(o), flat, width) / root;
+      const double mixed = products[static_cast<size_t>(r * mix + o)] / root;
       z[static_cast<size_t>(o)] = fp32_if(static_cast<double>(weights.base[o]) + mixed * scale, exact);
     }
     for (int64_t i = 0; i < hc; ++i) {
@@ -74,11 +84,13 @@ void CpuBackend::hc_collapse(ConstMatrix streams, ConstMatrix pre, Matrix out, R
     const float* x = streams.row(r);
     const float* p = pre.row(r);
     float* y = out.row(r);
-    for (int64_t c = 0; c < d; ++c) {
-      double sum = 0;
-      for (int64_t i = 0; i < hc; ++i) sum += static_cast<double>(p[i]) * static_cast<double>(x[i * d + c]);
-      y[c] = store(sum, bf16);
+    std::vector<double> sum(static_cast<size_t>(d), 0.0);
+    for (int64_t i = 0; i < hc; ++i) {
+      const double weight = p[i];
+      const float* xi = x + i * d;
+      for (int64_t c = 0; c < d; ++c) sum[static_cast<size_t>(c)] += weight * static_cast<double>(xi[c]);
     }
+    for (int64_t c = 0; c < d; ++c) y[c] = store(sum[static_cast<size_t>(c)], bf16);
   });
 }
 
@@ -92,14 +104,18 @@ void CpuBackend::hc_expand(ConstMatrix y, Matrix streams, ConstMatrix post, Cons
     const float* m = comb.row(r);
     const float* yr = y.row(r);
     std::vector<float> mixed(static_cast<size_t>(hc * d));
+    std::vector<double> sum(static_cast<size_t>(d));
     for (int64_t j = 0; j < hc; ++j) {
-      const double pj = post.row(r)[j];
-      for (int64_t c = 0; c < d; ++c) {
-        double sum = 0;
-        for (int64_t i = 0; i < hc; ++i)
-          sum += static_cast<double>(m[i * hc + j]) * static_cast<double>(x[i * d + c]);
-        mixed[static_cast<size_t>(j * d + c)] = store(pj * static_cast<double>(yr[c]) + sum, bf16);
+      std::fill(sum.begin(), sum.end(), 0.0);
+      for (int64_t i = 0; i < hc; ++i) {
+        const double weight = m[i * hc + j];
+        const float* xi = x + i * d;
+        for (int64_t c = 0; c < d; ++c) sum[static_cast<size_t>(c)] += weight * static_cast<double>(xi[c]);
       }
+      const double pj = post.row(r)[j];
+      float* out = mixed.data() + j * d;
+      for (int64_t c = 0; c < d; ++c)
+        out[c] = store(pj * static_cast<double>(yr[c]) + sum[static_cast<size_t>(c)], bf16);
     }
     std::copy(mixed.begin(), mixed.end(), x);
   });

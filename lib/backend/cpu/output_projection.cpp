@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.hpp"
+#include "backend/cpu/gemm_kernel.hpp"
 #include "backend/cpu/numerics.hpp"
 
 namespace flashkv::backend::cpu {
@@ -19,12 +20,17 @@ void CpuBackend::output_projection(ConstMatrix o, int64_t heads, std::span<const
   const int64_t group_width = o.cols / groups;
   const int64_t rank = wo_a.rows / groups;
   const double work = static_cast<double>(o.rows * wo_a.rows * group_width);
-  parallel_for(o.rows, work, [&](int64_t r) {
-    for (int64_t g = 0; g < groups; ++g) {
-      const float* input = unrotated.row(r) + g * group_width;
-      for (int64_t i = 0; i < rank; ++i)
-        a.row(r)[g * rank + i] = store(dot(input, wo_a.row(g * rank + i), group_width), bf16);
+  parallel_for(groups, work, [&](int64_t g) {
+    // the group's heads as a contiguous [n, group_width] block, then one GEMM with its rows of wo_a
+    std::vector<float> block(static_cast<size_t>(o.rows * group_width));
+    for (int64_t r = 0; r < o.rows; ++r) {
+      std::copy_n(unrotated.row(r) + g * group_width, group_width, block.data() + r * group_width);
     }
+    std::vector<float> projected(static_cast<size_t>(o.rows * rank));
+    gemm_serial(ConstMatrix{block.data(), o.rows, group_width},
+                ConstMatrix{wo_a.row(g * rank), rank, group_width}, Matrix{projected.data(), o.rows, rank},
+                bf16);
+    for (int64_t r = 0; r < o.rows; ++r) std::copy_n(projected.data() + r * rank, rank, a.row(r) + g * rank);
   });
 }
 

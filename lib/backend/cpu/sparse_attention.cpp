@@ -44,6 +44,7 @@ void CpuBackend::sparse_attention(const SparseAttention& p, Matrix out, Rounding
     }
     std::vector<double> logits(keys.size());
     std::vector<double> probs(keys.size());
+    std::vector<double> from_window(static_cast<size_t>(dim)), from_entries(static_cast<size_t>(dim));
     for (int64_t h = 0; h < p.heads; ++h) {
       const float* q = p.q.row(r) + h * dim;
       const double sink = p.sink[static_cast<size_t>(h)];
@@ -57,13 +58,18 @@ void CpuBackend::sparse_attention(const SparseAttention& p, Matrix out, Rounding
       denominator += std::exp(sink - peak);
       for (size_t t = 0; t < keys.size(); ++t)
         probs[t] = bf16_if(fp32_if(probs[t] / denominator, exact), exact);
+      // Σ over keys in key order for every channel: window rows and entries summed apart, then added
+      std::fill(from_window.begin(), from_window.end(), 0.0);
+      std::fill(from_entries.begin(), from_entries.end(), 0.0);
+      for (size_t t = 0; t < keys.size(); ++t) {
+        double* acc = t < window_keys ? from_window.data() : from_entries.data();
+        const double weight = probs[t];
+        const float* key = keys[t];
+        for (int64_t c = 0; c < dim; ++c) acc[c] += weight * static_cast<double>(key[c]);
+      }
       float* o = out.row(r) + h * dim;
       for (int64_t c = 0; c < dim; ++c) {
-        double from_window = 0, from_entries = 0;
-        for (size_t t = 0; t < window_keys; ++t) from_window += probs[t] * static_cast<double>(keys[t][c]);
-        for (size_t t = window_keys; t < keys.size(); ++t)
-          from_entries += probs[t] * static_cast<double>(keys[t][c]);
-        o[c] = store(from_window + from_entries, exact);
+        o[c] = store(from_window[static_cast<size_t>(c)] + from_entries[static_cast<size_t>(c)], exact);
       }
     }
   });
