@@ -225,6 +225,11 @@ Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.se
   validate_sampling_params(params);
 }
 
+void Sampler::reseed(uint64_t seed) {
+  params_.seed = seed;
+  rng_ = SampleRng(seed);
+}
+
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
   if (is_greedy(params_)) return greedy_token(logits, history, params_, workspace_);
   filtered_weights(logits, history, params_, workspace_);

@@ -144,6 +144,10 @@ TEST_CASE("sampling: same seed same tokens, different seeds differ", "[sampling]
   // A copy continues the same stream (fork).
   Sampler fork = first;
   CHECK(fork.sample(logits, {}) == first.sample(logits, {}));
+  // reseed(s) restarts the stream exactly as a new Sampler seeded with s.
+  first.reseed(seed + 1);
+  Sampler fresh(params);
+  for (int i = 0; i < 50; ++i) CHECK(first.sample(logits, {}) == fresh.sample(logits, {}));
 }
 
 TEST_CASE("sampling: generator matches the published splitmix64 / xoshiro256** definitions", "[sampling]") {
