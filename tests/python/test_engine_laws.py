@@ -50,13 +50,19 @@ def checkpoint(request, tmp_path_factory):
 @pytest.fixture(scope="module", params=["clean", "faithful"])
 def engine(request, fkt, checkpoint):
     directory, config = checkpoint
-    return fkt.load_cpu_engine(str(directory), request.param, 2), config
+    return fkt.load_cpu_engine(str(directory), request.param, 2), config, request.param
 
 
 @pytest.fixture(scope="module")
 def ids(engine):
-    _, config = engine
+    _, config, _ = engine
     return np.random.default_rng(SEED).integers(0, config["vocab_size"], TOTAL).tolist()
+
+
+@pytest.fixture(scope="module")
+def whole(engine, ids):
+    """Logits of every row of one forward over all TOTAL ids (the run every law is measured against)."""
+    return run_chunks(engine[0], [ids])[0]
 
 
 def run_chunks(engine, chunks):
@@ -64,9 +70,8 @@ def run_chunks(engine, chunks):
     return np.concatenate([engine.forward(state, chunk, True) for chunk in chunks]), state
 
 
-def test_chunked_prefill_equals_one_call(engine, ids):
-    eng, _ = engine
-    whole, _ = run_chunks(eng, [ids])
+def test_chunked_prefill_equals_one_call(engine, ids, whole):
+    eng, _, _ = engine
     rng = np.random.default_rng(SEED)
     lengths, at = [], 0
     while at < TOTAL:
@@ -77,17 +82,15 @@ def test_chunked_prefill_equals_one_call(engine, ids):
     assert np.array_equal(whole, chunked), (lengths, NOTE)
 
 
-def test_prefill_then_decode_equals_one_forward(engine, ids):
-    eng, _ = engine
-    whole, _ = run_chunks(eng, [ids])
+def test_prefill_then_decode_equals_one_forward(engine, ids, whole):
+    eng, _, _ = engine
     stepped, _ = run_chunks(eng, [ids[:96]] + [[t] for t in ids[96:]])
     assert np.array_equal(whole, stepped), NOTE
 
 
-@pytest.mark.parametrize("drop", [1, 2, 5, 17])
-def test_truncate_then_reappend_equals_never_truncated(engine, ids, drop):
-    eng, _ = engine
-    whole, _ = run_chunks(eng, [ids])
+@pytest.mark.parametrize("drop", [1, 2, 17])  # to an even length, an odd one (reopened ratio-2 group), far back
+def test_truncate_then_reappend_equals_never_truncated(engine, ids, whole, drop):
+    eng, _, _ = engine
     state = eng.new_state()
     eng.forward(state, ids[:101])
     eng.truncate(state, drop)
@@ -113,15 +116,14 @@ def test_truncate_past_the_retained_rows_is_refused_and_harmless(fkt, checkpoint
     assert np.array_equal(after, reference[100 - margin - 1 :]), NOTE
 
 
-def test_copy_state_continues_identically_and_independently(engine, ids):
-    eng, _ = engine
+def test_copy_state_continues_identically_and_independently(engine, ids, whole):
+    eng, _, _ = engine
     state = eng.new_state()
     eng.forward(state, ids[:77])
     fork = eng.copy_state(state)
     other = np.random.default_rng(SEED + 1).integers(0, eng.vocab_size, 9).tolist()
     diverted = eng.forward(fork, other, True)  # the fork goes elsewhere first ...
     continued = eng.forward(state, ids[77:], True)  # ... which must not touch the original
-    whole, _ = run_chunks(eng, [ids])
     assert np.array_equal(continued, whole[77:]), NOTE
     fresh = eng.new_state()
     eng.forward(fresh, ids[:77])
@@ -131,7 +133,7 @@ def test_copy_state_continues_identically_and_independently(engine, ids):
 
 
 def test_forward_batch_equals_one_sequence_at_a_time(engine, ids):
-    eng, config = engine
+    eng, config, _ = engine
     rng = np.random.default_rng(SEED + 2)
     prompts = [ids[:61], ids[5:40], rng.integers(0, config["vocab_size"], 18).tolist()]
     batch_states, solo_states = [], []
@@ -147,16 +149,19 @@ def test_forward_batch_equals_one_sequence_at_a_time(engine, ids):
             assert np.array_equal(batched[i], eng.forward(state, [step[i]])), (i, NOTE)
 
 
-def test_the_thread_count_changes_nothing(fkt, checkpoint, ids):
+def test_the_thread_count_changes_nothing(fkt, checkpoint, engine, ids, whole):
     directory, _ = checkpoint
-    one = fkt.load_cpu_engine(str(directory), "faithful", 1)
-    two = fkt.load_cpu_engine(str(directory), "faithful", 2)
-    assert one.threads == 1 and two.threads == 2
-    assert np.array_equal(run_chunks(one, [ids])[0], run_chunks(two, [ids])[0]), NOTE
+    _, _, numerics = engine
+    one = fkt.load_cpu_engine(str(directory), numerics, 1)
+    three = fkt.load_cpu_engine(str(directory), numerics, 3)
+    assert one.threads == 1 and three.threads == 3 and engine[0].threads == 2
+    assert np.array_equal(run_chunks(one, [ids])[0], whole), NOTE
+    assert np.array_equal(run_chunks(three, [ids])[0], whole), NOTE
 
 
-def test_bad_input_is_refused_and_the_state_stays_usable(engine, ids):
-    eng, config = engine
+
+def test_bad_input_is_refused_and_the_state_stays_usable(engine, ids, whole):
+    eng, config, _ = engine
     state = eng.new_state()
     first = eng.forward(state, ids[:20], True)
     for bad, what in (([3, config["vocab_size"]], "outside the vocabulary"), ([-1], "outside the vocabulary"),
@@ -170,8 +175,7 @@ def test_bad_input_is_refused_and_the_state_stays_usable(engine, ids):
         eng.prefill_ced(state, [1, 2, 3])
     assert eng.length(state) == 20
     rest = eng.forward(state, ids[20:40], True)
-    whole, _ = run_chunks(eng, [ids[:40]])
-    assert np.array_equal(np.concatenate([first, rest]), whole), NOTE
+    assert np.array_equal(np.concatenate([first, rest]), whole[:40]), NOTE
 
 
 def eng_error():
