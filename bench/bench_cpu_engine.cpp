@@ -5,10 +5,10 @@
 //
 // The work is defined so that bench/bench_reference.py can repeat it in the numpy reference and
 // bench/run-cpu-bench can print the ratio: prompt token i is (1 + 7919 i) mod vocab; prefill = one exact
-// forward of T tokens on an empty state (last-row logits); decode = `--decode` greedy steps of one token after
-// a `--decode-prompt`-token prefill, the argmax taken by the Sampler (included in the time, as in a session).
-// Each figure is the median over `--runs` runs after one untimed warm-up forward. A sampler line times
-// Sampler::sample on a row of the official vocabulary (129280) to show its share of a decode step.
+// forward of T tokens on an empty state (last-row logits); decode = `--decode` greedy steps of one token
+// after a `--decode-prompt`-token prefill, the argmax taken by the Sampler (included in the time, as in a
+// session). Each figure is the median over `--runs` runs after one untimed warm-up forward. A sampler line
+// times Sampler::sample on a row of the official vocabulary (129280) to show its share of a decode step.
 // Output: a table, then one "FKV_BENCH {...}" JSON line per result.
 #include <algorithm>
 #include <chrono>
@@ -80,7 +80,8 @@ int64_t parse_int(std::string_view flag, const std::string& text, int64_t min) {
   } catch (const std::exception&) {
     used = 0;
   }
-  if (used != text.size() || value < min) usage(fmt::format("{} needs an integer >= {}, got '{}'", flag, min, text));
+  if (used != text.size() || value < min)
+    usage(fmt::format("{} needs an integer >= {}, got '{}'", flag, min, text));
   return value;
 }
 
@@ -135,7 +136,8 @@ Options parse_options(int argc, char** argv) {
 // The benchmark prompt; bench_reference.py uses the same rule.
 std::vector<int32_t> bench_tokens(int64_t count, int64_t vocab) {
   std::vector<int32_t> ids(static_cast<size_t>(count));
-  for (int64_t i = 0; i < count; ++i) ids[static_cast<size_t>(i)] = static_cast<int32_t>((1 + 7919 * i) % vocab);
+  for (int64_t i = 0; i < count; ++i)
+    ids[static_cast<size_t>(i)] = static_cast<int32_t>((1 + 7919 * i) % vocab);
   return ids;
 }
 
@@ -178,13 +180,14 @@ Result time_decode(const Engine& engine, const std::string& mode, const Options&
     }
     return seconds_since(start);
   });
-  return {mode, "decode", fmt::format("after {}", o.decode_prompt), o.decode_steps, median,
-          static_cast<double>(o.decode_steps) / median};
+  return {mode,           "decode", fmt::format("after {}", o.decode_prompt),
+          o.decode_steps, median,   static_cast<double>(o.decode_steps) / median};
 }
 
 // Sampler cost on one official-vocabulary row: the floor a decode step pays whatever the model size.
 Result time_sampler(const char* name, const flashkv::SamplingParams& params, int runs) {
-  // Normal(0, 3) logits (Box-Muller): peaked like a language model's row, so top-p keeps a few hundred tokens.
+  // Normal(0, 3) logits (Box-Muller): peaked like a language model's row, so top-p keeps a few hundred
+  // tokens.
   std::vector<float> logits(static_cast<size_t>(kOfficialVocab));
   flashkv::runtime::SampleRng fill(12345);
   for (float& x : logits) {
@@ -222,8 +225,8 @@ std::string utc_date() {
 }
 
 void print_result(const Result& r) {
-  const std::string rate = r.phase == "sampler" ? fmt::format("{:10.0f} /s", r.tok_s)
-                                                : fmt::format("{:10.1f} tok/s", r.tok_s);
+  const std::string rate =
+      r.phase == "sampler" ? fmt::format("{:10.0f} /s", r.tok_s) : fmt::format("{:10.1f} tok/s", r.tok_s);
   fmt::print("  {:<9} {:<8} {:<11} {:>7} {:>11.3f} ms {}\n", r.numerics, r.phase, r.detail, r.tokens,
              r.median_s * 1e3, rate);
   nlohmann::ordered_json j;
@@ -247,10 +250,12 @@ int run(const Options& o) {
   header["runs"] = o.runs;
   header["checkpoint"] = o.checkpoint;
   header["date"] = utc_date();
-  fmt::print("{} on {} ({} threads), {}, checkpoint {}, median of {} runs\n", kProgram, header["cpu"].get<std::string>(),
-             threads, header["date"].get<std::string>(), o.checkpoint, o.runs);
+  fmt::print("{} on {} ({} threads), {}, checkpoint {}, median of {} runs\n", kProgram,
+             header["cpu"].get<std::string>(), threads, header["date"].get<std::string>(), o.checkpoint,
+             o.runs);
   fmt::print("FKV_BENCH {}\n", header.dump());
-  fmt::print("  {:<9} {:<8} {:<11} {:>7} {:>14} {}\n", "numerics", "phase", "detail", "tokens", "median", "rate");
+  fmt::print("  {:<9} {:<8} {:<11} {:>7} {:>14} {}\n", "numerics", "phase", "detail", "tokens", "median",
+             "rate");
 
   for (const std::string& mode : o.numerics) {
     EngineOptions options;
@@ -291,8 +296,8 @@ int main(int argc, char** argv) {
   try {
     return run(options);
   } catch (const flashkv::Error& error) {
-    std::fprintf(stderr, "%s: error (%s): %s\n", kProgram, std::string(flashkv::error_code_name(error.code())).c_str(),
-                 error.what());
+    std::fprintf(stderr, "%s: error (%s): %s\n", kProgram,
+                 std::string(flashkv::error_code_name(error.code())).c_str(), error.what());
     return 1;
   }
 }

@@ -14,7 +14,9 @@
 namespace flashkv {
 namespace {
 
-bool finite(float value) { return std::isfinite(value); }
+bool finite(float value) {
+  return std::isfinite(value);
+}
 
 }  // namespace
 
@@ -39,7 +41,9 @@ void validate_sampling_params(const SamplingParams& params) {
   if (!finite(params.frequency_penalty)) bad("frequency_penalty", params.frequency_penalty, "must be finite");
 }
 
-bool is_greedy(const SamplingParams& params) noexcept { return params.temperature == 0.0f || params.top_k == 1; }
+bool is_greedy(const SamplingParams& params) noexcept {
+  return params.temperature == 0.0f || params.top_k == 1;
+}
 
 }  // namespace flashkv
 
@@ -57,7 +61,9 @@ uint64_t splitmix64(uint64_t& x) {
   return z ^ (z >> 31);
 }
 
-uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+uint64_t rotl(uint64_t x, int k) {
+  return (x << k) | (x >> (64 - k));
+}
 
 bool has_penalty(const SamplingParams& p) {
   return p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
@@ -106,7 +112,8 @@ int32_t argmax_lowest_index(const std::vector<double>& z) {
   for (size_t i = 1; i < z.size(); ++i) {
     if (z[i] > z[best]) best = i;
   }
-  if (z[best] == -kInf) fail(ErrorCode::kInvalidArgument, "sampling: every one of {} logits is -inf", z.size());
+  if (z[best] == -kInf)
+    fail(ErrorCode::kInvalidArgument, "sampling: every one of {} logits is -inf", z.size());
   return static_cast<int32_t>(best);
 }
 
@@ -135,14 +142,15 @@ using RankedIt = std::vector<Ranked>::iterator;
 
 // Moves the best `count` of [first, last) to the front, sorted. O(n) selection + O(count log count) sort.
 void sort_best(RankedIt first, RankedIt last, size_t count) {
-  const RankedIt cut = first + static_cast<std::ptrdiff_t>(std::min(count, static_cast<size_t>(last - first)));
+  const RankedIt cut =
+      first + static_cast<std::ptrdiff_t>(std::min(count, static_cast<size_t>(last - first)));
   std::nth_element(first, cut, last, RanksBefore{});
   std::sort(first, cut, RanksBefore{});
 }
 
 // Top-p cut over `head` (the candidates that can survive min-p) whose full candidate mass is `total`: the
-// number of best-ranked tokens to keep. Sorts only as deep as the cut, growing the sorted prefix geometrically,
-// so a peaked row costs O(n) rather than a full sort.
+// number of best-ranked tokens to keep. Sorts only as deep as the cut, growing the sorted prefix
+// geometrically, so a peaked row costs O(n) rather than a full sort.
 size_t top_p_cut(std::vector<Ranked>& head, double total, double top_p) {
   const double mass_needed = top_p * total;
   double mass_before = 0.0;
@@ -184,8 +192,8 @@ void apply_rank_filters(const SamplingParams& p, Workspace& ws) {
 }
 
 // ws.w = unnormalised weights after every filter, indexed by token id (0 = filtered out).
-void filtered_weights(std::span<const float> logits, std::span<const int32_t> history, const SamplingParams& p,
-                      Workspace& ws) {
+void filtered_weights(std::span<const float> logits, std::span<const int32_t> history,
+                      const SamplingParams& p, Workspace& ws) {
   load_logits(logits, ws);
   apply_penalties(history, p, ws);
   const double temperature = p.temperature;
@@ -219,7 +227,9 @@ uint64_t SampleRng::next_u64() {
   return result;
 }
 
-double SampleRng::next_unit() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }
+double SampleRng::next_unit() {
+  return static_cast<double>(next_u64() >> 11) * 0x1.0p-53;
+}
 
 Sampler::Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {
   validate_sampling_params(params);
@@ -250,7 +260,8 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
   fail(ErrorCode::kInternal, "sampling: no token carries probability mass");
 }
 
-std::vector<double> Sampler::probabilities(std::span<const float> logits, std::span<const int32_t> history) const {
+std::vector<double> Sampler::probabilities(std::span<const float> logits,
+                                           std::span<const int32_t> history) const {
   Workspace ws;  // const: a diagnostic path, so its own buffers rather than the sampler's
   if (is_greedy(params_)) {
     std::vector<double> p(logits.size(), 0.0);

@@ -35,8 +35,9 @@ class Sampler {
 
   const SamplingParams& params() const { return params_; }
 
-  // Restarts the generator from `seed` (as a new Sampler would) but keeps the buffers: for callers that derive
-  // a seed per step and would otherwise construct a Sampler, and pay its vocab-sized allocations, every step.
+  // Restarts the generator from `seed` (as a new Sampler would) but keeps the buffers: for callers that
+  // derive a seed per step and would otherwise construct a Sampler, and pay its vocab-sized allocations,
+  // every step.
   void reseed(uint64_t seed);
 
   // Draws the next token from `logits` (one row, vocab entries) given the tokens so far (`history`, used by

@@ -20,8 +20,8 @@ namespace py = pybind11;
 namespace flashkv::testing {
 namespace {
 
-using runtime::SampleRng;
 using runtime::Sampler;
+using runtime::SampleRng;
 
 struct SamplingErrorTag {};
 py::handle sampling_error_type;
@@ -67,9 +67,9 @@ void bind_sampling(py::module_& m) {
   sampling_error_type = sampling_error;
 
   py::class_<Sampler>(m, "Sampler")
-      .def(py::init(&make_sampler), py::arg("temperature") = 1.0f, py::arg("top_k") = 0, py::arg("top_p") = 1.0f,
-           py::arg("min_p") = 0.0f, py::arg("repetition_penalty") = 1.0f, py::arg("presence_penalty") = 0.0f,
-           py::arg("frequency_penalty") = 0.0f, py::arg("seed") = 0)
+      .def(py::init(&make_sampler), py::arg("temperature") = 1.0f, py::arg("top_k") = 0,
+           py::arg("top_p") = 1.0f, py::arg("min_p") = 0.0f, py::arg("repetition_penalty") = 1.0f,
+           py::arg("presence_penalty") = 0.0f, py::arg("frequency_penalty") = 0.0f, py::arg("seed") = 0)
       .def(
           "sample",
           [](Sampler& sampler, const FloatArray& logits, const std::vector<int32_t>& history) {
@@ -89,7 +89,8 @@ void bind_sampling(py::module_& m) {
       .def(
           "probabilities",
           [](const Sampler& sampler, const FloatArray& logits, const std::vector<int32_t>& history) {
-            std::vector<double> p = translated([&] { return sampler.probabilities(row_of(logits), history); });
+            std::vector<double> p =
+                translated([&] { return sampler.probabilities(row_of(logits), history); });
             return py::array_t<double>(static_cast<py::ssize_t>(p.size()), p.data());
           },
           py::arg("logits"), py::arg("history") = std::vector<int32_t>{})

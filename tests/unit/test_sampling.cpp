@@ -20,10 +20,12 @@ namespace {
 using flashkv::Error;
 using flashkv::ErrorCode;
 using flashkv::SamplingParams;
-using flashkv::runtime::SampleRng;
 using flashkv::runtime::Sampler;
+using flashkv::runtime::SampleRng;
 
-uint64_t fresh_seed() { return static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()); }
+uint64_t fresh_seed() {
+  return static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+}
 
 std::vector<float> random_logits(std::mt19937_64& gen, size_t vocab, float scale) {
   std::normal_distribution<float> normal(0.0f, scale);
@@ -185,7 +187,8 @@ TEST_CASE("sampling: NaN refused, -inf never drawn, +inf takes the mass", "[samp
 
   SECTION("NaN") {
     logits[7] = std::numeric_limits<float>::quiet_NaN();
-    const std::string message = error_message([&] { sampler.sample(logits, {}); }, ErrorCode::kInvalidArgument);
+    const std::string message =
+        error_message([&] { sampler.sample(logits, {}); }, ErrorCode::kInvalidArgument);
     CHECK(message.find("logits[7] is NaN") != std::string::npos);
     params.temperature = 0.0f;
     Sampler greedy(params);
@@ -209,10 +212,13 @@ TEST_CASE("sampling: NaN refused, -inf never drawn, +inf takes the mass", "[samp
   }
   SECTION("all -inf") {
     for (float& x : logits) x = -inf;
-    const std::string message = error_message([&] { sampler.sample(logits, {}); }, ErrorCode::kInvalidArgument);
+    const std::string message =
+        error_message([&] { sampler.sample(logits, {}); }, ErrorCode::kInvalidArgument);
     CHECK(message.find("-inf") != std::string::npos);
   }
-  SECTION("empty row") { REQUIRE_THROWS_AS(sampler.sample({}, {}), Error); }
+  SECTION("empty row") {
+    REQUIRE_THROWS_AS(sampler.sample({}, {}), Error);
+  }
 }
 
 TEST_CASE("sampling: history ids out of range are refused when a penalty reads them", "[sampling]") {
@@ -221,14 +227,16 @@ TEST_CASE("sampling: history ids out of range are refused when a penalty reads t
   params.repetition_penalty = 1.3f;
   Sampler sampler(params);
   const std::vector<int32_t> history = {1, 2, 16};
-  const std::string message = error_message([&] { sampler.sample(logits, history); }, ErrorCode::kInvalidArgument);
+  const std::string message =
+      error_message([&] { sampler.sample(logits, history); }, ErrorCode::kInvalidArgument);
   CHECK(message.find("history[2] = 16") != std::string::npos);
   const std::vector<int32_t> negative = {-1};
   REQUIRE_THROWS_AS(sampler.sample(logits, negative), Error);
 }
 
 TEST_CASE("sampling: a penalised repeat loses the greedy choice", "[sampling]") {
-  // Hand-computed: logits 2.0 (token 0) and 1.5 (token 1); token 0 in history with penalty 1.5 -> 1.333 < 1.5.
+  // Hand-computed: logits 2.0 (token 0) and 1.5 (token 1); token 0 in history with penalty 1.5 -> 1.333
+  // < 1.5.
   const std::vector<float> logits = {2.0f, 1.5f, -1.0f};
   const std::vector<int32_t> history = {0};
   SamplingParams params;
