@@ -105,6 +105,9 @@ def test_clean_logits_match_the_reference_at_every_position(fkt, checkpoint):
     assert error <= CLEAN_RTOL, (error, first_mismatch(reference_dump, engine_dump, CLEAN_RTOL, config.index_topk), NOTE)
     # the engine's own greedy choice at every step is the reference's token
     assert np.argmax(logits[PROMPT - 1 : -1], axis=1).tolist() == tokens, NOTE
+    for layer in config.engram_layer_ids:  # integer hashing: exactly the reference's table rows
+        key = f"layer{layer}.engram_rows"
+        assert np.array_equal(engine_dump[key], reference_dump[key]), (key, NOTE)
 
 
 def test_faithful_tokens_and_topk_sets_match_the_reference(fkt, checkpoint):
