@@ -215,3 +215,32 @@ def test_state_bytes_follow_the_record_layouts(fkt, checkpoint, ids):
     ratios = config["compress_ratios"]
     global_kv = sum(32 // ratios[layer] * (entry + key) for layer in config["kv_source_layer_ids"])
     assert grown == global_kv + 32 * 4, (grown, global_kv)  # the rings are preallocated; 4 bytes per token id
+
+
+def test_ced_prefill_is_exact_when_the_prompt_fits_the_window(engine, ids, whole):
+    eng, config, _ = engine
+    count = config["sliding_window"] - 3
+    state = eng.new_state()
+    last = eng.prefill_ced(state, ids[:count])
+    assert np.array_equal(last[0], whole[count - 1]), NOTE  # §8.4: the decoder then sees every prompt row
+    assert np.array_equal(eng.forward(state, ids[count : count + 6], True), whole[count : count + 6]), NOTE
+
+
+def test_concurrent_forwards_on_different_states_equal_sequential_ones(engine, ids, whole):
+    import threading  # noqa: PLC0415
+
+    eng, _, _ = engine
+    results = {}
+
+    def run(name, chunk_size):
+        state = eng.new_state()
+        results[name] = np.concatenate([eng.forward(state, ids[i : i + chunk_size], True)
+                                        for i in range(0, TOTAL, chunk_size)])
+
+    threads = [threading.Thread(target=run, args=(n, size)) for n, size in (("a", 7), ("b", 32), ("c", 1))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for name in "abc":
+        assert np.array_equal(results[name], whole), (name, NOTE)
