@@ -71,7 +71,10 @@ std::unique_ptr<SequenceState> CpuEngine::new_state() const {
 
 void CpuEngine::check_state(const SequenceState& state) const {
   const bool faithful = context_.faithful();
+  const auto sources = std::count_if(plan_.layers.begin(), plan_.layers.end(),
+                                     [](const LayerRole& role) { return role.is_kv_source; });
   const bool fits = state.windows.size() == plan_.layers.size() &&
+                    static_cast<int64_t>(state.owners.size()) == static_cast<int64_t>(sources) &&
                     static_cast<int64_t>(state.tokens.size()) == state.length &&
                     (state.windows.empty() || (state.windows[0].format == RecordFormat::kFp8) == faithful) &&
                     std::all_of(state.owners.begin(), state.owners.end(), [&](const OwnerCache& owner) {
