@@ -71,23 +71,24 @@ enum {
   FKV_ERR_UNSUPPORTED = 6,         // valid input this build cannot handle (device, ABI version, struct_size)
   FKV_ERR_DEVICE = 7,              // a CUDA call failed
   FKV_ERR_OUT_OF_MEMORY = 8,
-  FKV_ERR_CANCELLED = 9,   // a callback returned non-zero
-  FKV_ERR_INTERNAL = 10    // a broken invariant inside flashkv: a bug, please report it
+  FKV_ERR_CANCELLED = 9,  // a callback returned non-zero
+  FKV_ERR_INTERNAL = 10   // a broken invariant inside flashkv: a bug, please report it
 };
 
 // Stable lower-case name of a status ("ok", "invalid_argument", ...; "unknown" for other values). Static
 // storage; never NULL. Thread-safe.
-FKV_API const char *fkv_status_string(fkv_status status);
+FKV_API const char* fkv_status_string(fkv_status status);
 
 // Message of the most recent call on this thread that returned an error ("" if none has). The string is owned
 // by the library and stays valid until the next fkv_* call on this thread. Never NULL. Thread-local.
-FKV_API const char *fkv_last_error(void);
+FKV_API const char* fkv_last_error(void);
 
-// FKV_ABI_VERSION of the library that is loaded (compare with the header's to detect a mismatch). Thread-safe.
+// FKV_ABI_VERSION of the library that is loaded (compare with the header's to detect a mismatch).
+// Thread-safe.
 FKV_API uint32_t fkv_abi_version(void);
 
 // The library's release version, e.g. "0.1.0". Static storage. Thread-safe.
-FKV_API const char *fkv_version_string(void);
+FKV_API const char* fkv_version_string(void);
 
 // ---------------------------------------------------------------------------------------------------------
 // Enumerations (int32_t fields).
@@ -111,11 +112,11 @@ enum { FKV_LOG_DEBUG = 0, FKV_LOG_INFO = 1, FKV_LOG_WARNING = 2, FKV_LOG_ERROR =
 // Callbacks. Each returns 0 to continue, non-zero to cancel.
 
 // One generated token, called before it is appended to the session. A cancelled token is not appended.
-typedef int32_t (*fkv_token_fn)(void *user_data, int32_t token);
+typedef int32_t (*fkv_token_fn)(void* user_data, int32_t token);
 // Prefill progress: called after each prompt chunk with the rows done so far and the total.
-typedef int32_t (*fkv_progress_fn)(void *user_data, int64_t done, int64_t total);
+typedef int32_t (*fkv_progress_fn)(void* user_data, int64_t done, int64_t total);
 // A log line (FKV_LOG_* level; the message is valid during the call only).
-typedef int32_t (*fkv_log_fn)(void *user_data, int32_t level, const char *message);
+typedef int32_t (*fkv_log_fn)(void* user_data, int32_t level, const char* message);
 
 // ---------------------------------------------------------------------------------------------------------
 // Opaque handles.
@@ -129,14 +130,14 @@ typedef struct fkv_kv fkv_kv;            // an immutable snapshot of a session's
 
 typedef struct fkv_load_options {
   uint32_t struct_size;
-  int32_t device;          // FKV_DEVICE_CPU (default); FKV_DEVICE_CUDA is refused until the CUDA engine lands
-  int32_t threads;         // backend worker threads; 0 (default): the hardware's concurrency; >= 0
-  int32_t numerics;        // FKV_NUMERICS_FAITHFUL (default) or FKV_NUMERICS_CLEAN
-  int32_t prefill;         // FKV_PREFILL_EXACT (default) or FKV_PREFILL_CED: sessions' default
-  uint32_t reserved0;      // 0
-  int64_t prefill_chunk;   // rows per prefill forward; default 512; > 0
-  fkv_log_fn log;          // optional (NULL): lines about the load; non-zero return cancels the load
-  void *log_user_data;
+  int32_t device;         // FKV_DEVICE_CPU (default); FKV_DEVICE_CUDA is refused until the CUDA engine lands
+  int32_t threads;        // backend worker threads; 0 (default): the hardware's concurrency; >= 0
+  int32_t numerics;       // FKV_NUMERICS_FAITHFUL (default) or FKV_NUMERICS_CLEAN
+  int32_t prefill;        // FKV_PREFILL_EXACT (default) or FKV_PREFILL_CED: sessions' default
+  uint32_t reserved0;     // 0
+  int64_t prefill_chunk;  // rows per prefill forward; default 512; > 0
+  fkv_log_fn log;         // optional (NULL): lines about the load; non-zero return cancels the load
+  void* log_user_data;
 } fkv_load_options;
 
 typedef struct fkv_session_options {
@@ -162,22 +163,22 @@ typedef struct fkv_generate_options {
   uint32_t struct_size;
   int32_t stop_at_eos;                  // default 1: also stop at the config's eos_token_id
   int64_t max_tokens;                   // default 256; >= 0 (0: prefill only)
-  const fkv_sampling_params *sampling;  // NULL (default): fkv_sampling_params_init's defaults
-  const int32_t *stop_tokens;           // ids in [0, vocab) that end generation; may be NULL when n is 0
+  const fkv_sampling_params* sampling;  // NULL (default): fkv_sampling_params_init's defaults
+  const int32_t* stop_tokens;           // ids in [0, vocab) that end generation; may be NULL when n is 0
   uint64_t n_stop_tokens;
-  fkv_token_fn on_token;                // optional: each token before it is appended
-  void *on_token_user_data;
-  fkv_progress_fn on_progress;          // optional: the prompt's prefill progress
-  void *on_progress_user_data;
+  fkv_token_fn on_token;  // optional: each token before it is appended
+  void* on_token_user_data;
+  fkv_progress_fn on_progress;  // optional: the prompt's prefill progress
+  void* on_progress_user_data;
 } fkv_generate_options;
 
 // Fill *options with struct_size and the defaults above. They fill the layout of the header version that
 // introduced them (ABI 1.0) and never more, so a caller built against an older header is safe.
 // NULL -> FKV_ERR_INVALID_ARGUMENT. Thread-safe.
-FKV_API fkv_status fkv_load_options_init(fkv_load_options *options);
-FKV_API fkv_status fkv_session_options_init(fkv_session_options *options);
-FKV_API fkv_status fkv_sampling_params_init(fkv_sampling_params *params);
-FKV_API fkv_status fkv_generate_options_init(fkv_generate_options *options);
+FKV_API fkv_status fkv_load_options_init(fkv_load_options* options);
+FKV_API fkv_status fkv_session_options_init(fkv_session_options* options);
+FKV_API fkv_status fkv_sampling_params_init(fkv_sampling_params* params);
+FKV_API fkv_status fkv_generate_options_init(fkv_generate_options* options);
 
 // ---------------------------------------------------------------------------------------------------------
 // Model.
@@ -191,16 +192,16 @@ FKV_API fkv_status fkv_generate_options_init(fkv_generate_options *options);
 // FKV_ERR_INVALID_CHECKPOINT (tensor named), FKV_ERR_UNSUPPORTED (device, ABI version),
 // FKV_ERR_INVALID_ARGUMENT (NULL argument, bad option named), FKV_ERR_CANCELLED (log callback).
 // Threading: any thread; loads may run concurrently.
-FKV_API fkv_status fkv_model_load(uint32_t abi_version, const char *checkpoint_dir,
-                                  const fkv_load_options *options, fkv_model **out_model);
+FKV_API fkv_status fkv_model_load(uint32_t abi_version, const char* checkpoint_dir,
+                                  const fkv_load_options* options, fkv_model** out_model);
 
 // Releases the caller's reference. Sessions and snapshots made from the model keep its weights alive, so the
 // model may be freed before them. NULL is a no-op. Must not race with other calls on the same handle.
-FKV_API void fkv_model_free(fkv_model *model);
+FKV_API void fkv_model_free(fkv_model* model);
 
 // The options the model was loaded with (log and log_user_data are NULL). options->struct_size must be set
 // (fkv_load_options_init does). Thread-safe.
-FKV_API fkv_status fkv_model_load_options(const fkv_model *model, fkv_load_options *options);
+FKV_API fkv_status fkv_model_load_options(const fkv_model* model, fkv_load_options* options);
 
 // Shape and token facts of the model's config.json.
 typedef struct fkv_config {
@@ -225,7 +226,7 @@ typedef struct fkv_config {
 } fkv_config;
 
 // Fills *config. Thread-safe.
-FKV_API fkv_status fkv_model_config(const fkv_model *model, fkv_config *config);
+FKV_API fkv_status fkv_model_config(const fkv_model* model, fkv_config* config);
 
 // Cache and weight footprint: the config's figures plus what this load holds.
 typedef struct fkv_memory {
@@ -241,14 +242,14 @@ typedef struct fkv_memory {
   uint64_t resident_weight_bytes;  // held by the backend after this load
   uint64_t parameters_total;
   uint64_t parameters_active_per_token;
-  const char *weight_storage;  // e.g. "fp32, dequantized at load"; owned by the model, valid while it lives
+  const char* weight_storage;  // e.g. "fp32, dequantized at load"; owned by the model, valid while it lives
 } fkv_memory;
 
 // Fills *memory. Thread-safe.
-FKV_API fkv_status fkv_model_memory(const fkv_model *model, fkv_memory *memory);
+FKV_API fkv_status fkv_model_memory(const fkv_model* model, fkv_memory* memory);
 
 // Exact global KV bytes of a sequence of `tokens` tokens (only complete groups publish entries). Thread-safe.
-FKV_API fkv_status fkv_model_global_kv_bytes(const fkv_model *model, uint64_t tokens, uint64_t *out_bytes);
+FKV_API fkv_status fkv_model_global_kv_bytes(const fkv_model* model, uint64_t tokens, uint64_t* out_bytes);
 
 // ---------------------------------------------------------------------------------------------------------
 // Session.
@@ -256,29 +257,29 @@ FKV_API fkv_status fkv_model_global_kv_bytes(const fkv_model *model, uint64_t to
 // A new empty session of `model`. options may be NULL (defaults).
 // Ownership: the caller owns *out_session (free with fkv_session_free); it keeps the model's weights alive.
 // Threading: any thread; the new session is then used by one thread at a time.
-FKV_API fkv_status fkv_session_create(const fkv_model *model, const fkv_session_options *options,
-                                      fkv_session **out_session);
+FKV_API fkv_status fkv_session_create(const fkv_model* model, const fkv_session_options* options,
+                                      fkv_session** out_session);
 
 // NULL is a no-op. Snapshots taken from the session stay valid.
-FKV_API void fkv_session_free(fkv_session *session);
+FKV_API void fkv_session_free(fkv_session* session);
 
 // Runs tokens[0..n_tokens) through the model (prefill in chunks). progress may be NULL; it is called after
 // each chunk and cancels with a non-zero return (FKV_ERR_CANCELLED; the session keeps the chunks done and
 // stays usable). Errors: FKV_ERR_INVALID_ARGUMENT for n_tokens == 0, an id outside [0, vocab) (the message
 // names the position and the id) or a sequence that would pass max_position_embeddings; the session is then
 // unchanged.
-FKV_API fkv_status fkv_session_append(fkv_session *session, const int32_t *tokens, uint64_t n_tokens,
-                                      fkv_progress_fn progress, void *progress_user_data);
+FKV_API fkv_status fkv_session_append(fkv_session* session, const int32_t* tokens, uint64_t n_tokens,
+                                      fkv_progress_fn progress, void* progress_user_data);
 
 // Copies the fp32 logits predicting the next token (vocab_size entries) into logits[0..*count) (see the
 // count convention above). FKV_ERR_INVALID_ARGUMENT on an empty session.
-FKV_API fkv_status fkv_session_logits(const fkv_session *session, float *logits, uint64_t *count);
+FKV_API fkv_status fkv_session_logits(const fkv_session* session, float* logits, uint64_t* count);
 
 // Draws the next token from the logits under params (NULL: defaults) into *out_token, without appending it.
 // Deterministic in (params, the session's tokens). FKV_ERR_INVALID_ARGUMENT on an empty session or a bad
 // field (named).
-FKV_API fkv_status fkv_session_sample(const fkv_session *session, const fkv_sampling_params *params,
-                                      int32_t *out_token);
+FKV_API fkv_status fkv_session_sample(const fkv_session* session, const fkv_sampling_params* params,
+                                      int32_t* out_token);
 
 // Appends prompt[0..n_prompt) (may be empty to continue a non-empty session), then samples and appends up to
 // options->max_tokens tokens, stopping early at a stop token (which is kept), at eos (stop_at_eos), when the
@@ -288,51 +289,51 @@ FKV_API fkv_status fkv_session_sample(const fkv_session *session, const fkv_samp
 // *stop_reason (may be NULL) an FKV_STOP_* value. On FKV_ERR_CANCELLED these outputs still describe the
 // tokens appended before the cancellation (stop_reason is then not written); the session keeps them and stays
 // usable.
-FKV_API fkv_status fkv_session_generate(fkv_session *session, const int32_t *prompt, uint64_t n_prompt,
-                                        const fkv_generate_options *options, int32_t *tokens_out,
-                                        uint64_t tokens_capacity, uint64_t *n_generated,
-                                        int32_t *stop_reason);
+FKV_API fkv_status fkv_session_generate(fkv_session* session, const int32_t* prompt, uint64_t n_prompt,
+                                        const fkv_generate_options* options, int32_t* tokens_out,
+                                        uint64_t tokens_capacity, uint64_t* n_generated,
+                                        int32_t* stop_reason);
 
 // Drops the last n tokens, exactly (within the retained window history). FKV_ERR_INVALID_ARGUMENT beyond
 // the session's length or history; the session is then unchanged.
-FKV_API fkv_status fkv_session_rewind(fkv_session *session, int64_t n);
+FKV_API fkv_status fkv_session_rewind(fkv_session* session, int64_t n);
 
 // Number of tokens the session holds.
-FKV_API fkv_status fkv_session_length(const fkv_session *session, int64_t *out_length);
+FKV_API fkv_status fkv_session_length(const fkv_session* session, int64_t* out_length);
 
 // Copies the session's token ids, oldest first (count convention above).
-FKV_API fkv_status fkv_session_tokens(const fkv_session *session, int32_t *tokens, uint64_t *count);
+FKV_API fkv_status fkv_session_tokens(const fkv_session* session, int32_t* tokens, uint64_t* count);
 
 // Bytes of KV state held now (global records, window rows, pending state).
-FKV_API fkv_status fkv_session_kv_bytes(const fkv_session *session, int64_t *out_bytes);
+FKV_API fkv_status fkv_session_kv_bytes(const fkv_session* session, int64_t* out_bytes);
 
 // Snapshots the session's KV state into a new handle. The caller owns *out_kv (fkv_kv_free).
-FKV_API fkv_status fkv_session_kv(const fkv_session *session, fkv_kv **out_kv);
+FKV_API fkv_status fkv_session_kv(const fkv_session* session, fkv_kv** out_kv);
 
 // Replaces the session's state with the snapshot's (exact continuation). FKV_ERR_INVALID_ARGUMENT for a
 // snapshot of another model (a separate load). The snapshot is not consumed.
-FKV_API fkv_status fkv_session_restore(fkv_session *session, const fkv_kv *kv);
+FKV_API fkv_status fkv_session_restore(fkv_session* session, const fkv_kv* kv);
 
 // Appends tokens[i] to sessions[i] for every i < n in one batched forward; equal to appending them one by
 // one. All sessions must be distinct, non-NULL and of one model. Everything is validated first: on an error
 // (the message names the session index) no session changes. Threading: the caller must own every session
 // in the batch for the duration of the call.
-FKV_API fkv_status fkv_decode(fkv_session *const *sessions, const int32_t *tokens, uint64_t n);
+FKV_API fkv_status fkv_decode(fkv_session* const* sessions, const int32_t* tokens, uint64_t n);
 
 // ---------------------------------------------------------------------------------------------------------
 // KV snapshots.
 
 // Another handle to the same immutable snapshot (no copy). The caller owns *out_kv.
-FKV_API fkv_status fkv_kv_fork(const fkv_kv *kv, fkv_kv **out_kv);
+FKV_API fkv_status fkv_kv_fork(const fkv_kv* kv, fkv_kv** out_kv);
 
 // Releases this handle; the snapshot is freed with its last handle. NULL is a no-op.
-FKV_API void fkv_kv_free(fkv_kv *kv);
+FKV_API void fkv_kv_free(fkv_kv* kv);
 
 // Copies the snapshot's token ids, oldest first (count convention above).
-FKV_API fkv_status fkv_kv_tokens(const fkv_kv *kv, int32_t *tokens, uint64_t *count);
+FKV_API fkv_status fkv_kv_tokens(const fkv_kv* kv, int32_t* tokens, uint64_t* count);
 
 // Bytes of KV state the snapshot holds.
-FKV_API fkv_status fkv_kv_bytes(const fkv_kv *kv, int64_t *out_bytes);
+FKV_API fkv_status fkv_kv_bytes(const fkv_kv* kv, int64_t* out_bytes);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -14,7 +14,8 @@ namespace {
 
 void check_token_buffer(const int32_t* tokens_out, uint64_t capacity, int64_t max_tokens) {
   if (tokens_out == nullptr) {
-    if (capacity != 0) fail(ErrorCode::kInvalidArgument, "tokens_out is NULL but tokens_capacity is {}", capacity);
+    if (capacity != 0)
+      fail(ErrorCode::kInvalidArgument, "tokens_out is NULL but tokens_capacity is {}", capacity);
     return;
   }
   if (max_tokens > 0 && capacity < static_cast<uint64_t>(max_tokens)) {
@@ -27,9 +28,12 @@ void check_token_buffer(const int32_t* tokens_out, uint64_t capacity, int64_t ma
 
 int32_t stop_reason_code(StopReason reason) {
   switch (reason) {
-    case StopReason::kStopToken: return FKV_STOP_TOKEN;
-    case StopReason::kContextFull: return FKV_STOP_CONTEXT_FULL;
-    case StopReason::kMaxTokens: break;
+    case StopReason::kStopToken:
+      return FKV_STOP_TOKEN;
+    case StopReason::kContextFull:
+      return FKV_STOP_CONTEXT_FULL;
+    case StopReason::kMaxTokens:
+      break;
   }
   return FKV_STOP_MAX_TOKENS;
 }
@@ -66,7 +70,8 @@ extern "C" fkv_status fkv_session_generate(fkv_session* session, const int32_t* 
           s.generate(prompt_span, cpp, capi::wrap_token(c_options.on_token, c_options.on_token_user_data));
       if (stop_reason != nullptr) *stop_reason = capi::stop_reason_code(result.reason);
     } catch (const Error& e) {
-      if (e.code() == ErrorCode::kCancelled) capi::report_generated(s, first_generated, tokens_out, n_generated);
+      if (e.code() == ErrorCode::kCancelled)
+        capi::report_generated(s, first_generated, tokens_out, n_generated);
       throw;
     }
     capi::report_generated(s, first_generated, tokens_out, n_generated);

@@ -28,6 +28,12 @@ void check_abi_version(uint32_t caller) {
   }
 }
 
+void check_path(const char* checkpoint_dir) {
+  if (require(checkpoint_dir, "checkpoint_dir") == '\0') {  // require gives the first character
+    fail(ErrorCode::kInvalidArgument, "checkpoint_dir is empty (give the checkpoint's directory)");
+  }
+}
+
 // Hands a line to the host's log callback; its non-zero return cancels the load.
 void log_line(const fkv_load_options& options, int32_t level, const std::string& line) {
   if (options.log == nullptr) return;
@@ -103,7 +109,7 @@ extern "C" fkv_status fkv_model_load(uint32_t abi_version, const char* checkpoin
                                      const fkv_load_options* options, fkv_model** out_model) {
   return guarded("fkv_model_load", [&] {
     flashkv::capi::check_abi_version(abi_version);
-    require(checkpoint_dir, "checkpoint_dir");
+    flashkv::capi::check_path(checkpoint_dir);
     fkv_model*& out = require(out_model, "out_model");
     const fkv_load_options read = flashkv::capi::read_load_options(options);
     flashkv::Model model = flashkv::capi::load_logged(checkpoint_dir, read);
@@ -154,7 +160,8 @@ extern "C" fkv_status fkv_model_memory(const fkv_model* model, fkv_memory* memor
   });
 }
 
-extern "C" fkv_status fkv_model_global_kv_bytes(const fkv_model* model, uint64_t tokens, uint64_t* out_bytes) {
+extern "C" fkv_status fkv_model_global_kv_bytes(const fkv_model* model, uint64_t tokens,
+                                                uint64_t* out_bytes) {
   return guarded("fkv_model_global_kv_bytes", [&] {
     const fkv_model& m = require(model, "model");
     uint64_t& out = require(out_bytes, "out_bytes");

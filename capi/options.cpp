@@ -10,26 +10,35 @@ namespace {
 
 Device to_device(int32_t value) {
   switch (value) {
-    case FKV_DEVICE_CPU: return Device::kCpu;
-    case FKV_DEVICE_CUDA: return Device::kCuda;
-    default: fail(ErrorCode::kInvalidArgument, "fkv_load_options.device: {} is not an FKV_DEVICE_* value", value);
+    case FKV_DEVICE_CPU:
+      return Device::kCpu;
+    case FKV_DEVICE_CUDA:
+      return Device::kCuda;
+    default:
+      fail(ErrorCode::kInvalidArgument, "fkv_load_options.device: {} is not an FKV_DEVICE_* value", value);
   }
 }
 
 Numerics to_numerics(int32_t value) {
   switch (value) {
-    case FKV_NUMERICS_CLEAN: return Numerics::kClean;
-    case FKV_NUMERICS_FAITHFUL: return Numerics::kFaithful;
+    case FKV_NUMERICS_CLEAN:
+      return Numerics::kClean;
+    case FKV_NUMERICS_FAITHFUL:
+      return Numerics::kFaithful;
     default:
-      fail(ErrorCode::kInvalidArgument, "fkv_load_options.numerics: {} is not an FKV_NUMERICS_* value", value);
+      fail(ErrorCode::kInvalidArgument, "fkv_load_options.numerics: {} is not an FKV_NUMERICS_* value",
+           value);
   }
 }
 
 PrefillMode to_prefill(int32_t value, const char* field) {
   switch (value) {
-    case FKV_PREFILL_EXACT: return PrefillMode::kExact;
-    case FKV_PREFILL_CED: return PrefillMode::kCed;
-    default: fail(ErrorCode::kInvalidArgument, "{}: {} is not an FKV_PREFILL_* value", field, value);
+    case FKV_PREFILL_EXACT:
+      return PrefillMode::kExact;
+    case FKV_PREFILL_CED:
+      return PrefillMode::kCed;
+    default:
+      fail(ErrorCode::kInvalidArgument, "{}: {} is not an FKV_PREFILL_* value", field, value);
   }
 }
 
@@ -87,7 +96,8 @@ fkv_load_options from_load_options(const LoadOptions& options) {
 
 fkv_load_options read_load_options(const fkv_load_options* options) {
   if (options == nullptr) return default_load_options();
-  fkv_load_options read = read_struct(*options, default_load_options(), kLoadOptionsSizeV1, "fkv_load_options");
+  fkv_load_options read =
+      read_struct(*options, default_load_options(), kLoadOptionsSizeV1, "fkv_load_options");
   if (read.reserved0 != 0) {
     fail(ErrorCode::kInvalidArgument, "fkv_load_options.reserved0 must be 0, got {}", read.reserved0);
   }
@@ -106,19 +116,20 @@ LoadOptions to_load_options(const fkv_load_options& options) {
 
 SessionOptions to_session_options(const fkv_session_options* options) {
   const fkv_session_options read =
-      options == nullptr ? default_session_options()
-                         : read_struct(*options, default_session_options(), kSessionOptionsSizeV1,
-                                       "fkv_session_options");
+      options == nullptr
+          ? default_session_options()
+          : read_struct(*options, default_session_options(), kSessionOptionsSizeV1, "fkv_session_options");
   SessionOptions cpp;
   cpp.prefill_chunk = read.prefill_chunk;
-  if (read.prefill != FKV_PREFILL_MODEL) cpp.prefill = to_prefill(read.prefill, "fkv_session_options.prefill");
+  if (read.prefill != FKV_PREFILL_MODEL)
+    cpp.prefill = to_prefill(read.prefill, "fkv_session_options.prefill");
   return cpp;
 }
 
 SamplingParams to_sampling_params(const fkv_sampling_params* params, const char* name) {
-  const fkv_sampling_params read = params == nullptr ? default_sampling_params()
-                                                     : read_struct(*params, default_sampling_params(),
-                                                                   kSamplingParamsSizeV1, name);
+  const fkv_sampling_params read =
+      params == nullptr ? default_sampling_params()
+                        : read_struct(*params, default_sampling_params(), kSamplingParamsSizeV1, name);
   SamplingParams cpp;
   cpp.temperature = read.temperature;
   cpp.top_k = read.top_k;
@@ -146,7 +157,8 @@ GenerateOptions to_generate_options(const fkv_generate_options& options) {
   GenerateOptions cpp;
   cpp.sampling = to_sampling_params(options.sampling, "fkv_generate_options.sampling");
   cpp.max_tokens = options.max_tokens;
-  if (options.n_stop_tokens != 0) cpp.stop_tokens.assign(options.stop_tokens, options.stop_tokens + options.n_stop_tokens);
+  if (options.n_stop_tokens != 0)
+    cpp.stop_tokens.assign(options.stop_tokens, options.stop_tokens + options.n_stop_tokens);
   cpp.stop_at_eos = options.stop_at_eos != 0;
   return cpp;
 }

@@ -12,7 +12,8 @@ namespace flashkv::capi {
 
 // Sizes of the ABI 1.0 layouts. These expressions stay the 1.0 sizes when fields are appended later.
 inline constexpr size_t kLoadOptionsSizeV1 = offsetof(fkv_load_options, log_user_data) + sizeof(void*);
-inline constexpr size_t kSessionOptionsSizeV1 = offsetof(fkv_session_options, prefill_chunk) + sizeof(int64_t);
+inline constexpr size_t kSessionOptionsSizeV1 =
+    offsetof(fkv_session_options, prefill_chunk) + sizeof(int64_t);
 inline constexpr size_t kSamplingParamsSizeV1 = offsetof(fkv_sampling_params, seed) + sizeof(uint64_t);
 inline constexpr size_t kGenerateOptionsSizeV1 =
     offsetof(fkv_generate_options, on_progress_user_data) + sizeof(void*);

@@ -19,7 +19,8 @@ namespace flashkv::capi {
 template <typename T>
 T read_struct(const T& in, T defaults, size_t first_layout_size, const char* name) {
   if (in.struct_size < first_layout_size) {
-    fail(ErrorCode::kInvalidArgument, "{}.struct_size is {}, smaller than the smallest layout ({} bytes): fill it with its _init function",
+    fail(ErrorCode::kInvalidArgument,
+         "{}.struct_size is {}, smaller than the smallest layout ({} bytes): fill it with its _init function",
          name, in.struct_size, first_layout_size);
   }
   if (in.struct_size > sizeof(T)) {
@@ -36,8 +37,9 @@ T read_struct(const T& in, T defaults, size_t first_layout_size, const char* nam
 template <typename T>
 void write_struct(T& out, T value, size_t first_layout_size, const char* name) {
   if (out.struct_size < first_layout_size) {
-    fail(ErrorCode::kInvalidArgument, "{}.struct_size is {}, smaller than the smallest layout ({} bytes): set it to sizeof({})",
-         name, out.struct_size, first_layout_size, name);
+    fail(ErrorCode::kInvalidArgument,
+         "{}.struct_size is {}, smaller than the smallest layout ({} bytes): set it to sizeof({})", name,
+         out.struct_size, first_layout_size, name);
   }
   const size_t filled = std::min<size_t>(out.struct_size, sizeof(T));
   value.struct_size = static_cast<uint32_t>(filled);
@@ -76,7 +78,8 @@ void copy_array(std::span<const T> source, T* buffer, uint64_t* count, const cha
 // (pointer, count) as a span, refusing a NULL pointer with a non-zero count.
 template <typename T>
 std::span<const T> input_array(const T* data, uint64_t count, const char* name) {
-  if (data == nullptr && count != 0) fail(ErrorCode::kInvalidArgument, "{} is NULL but its count is {}", name, count);
+  if (data == nullptr && count != 0)
+    fail(ErrorCode::kInvalidArgument, "{} is NULL but its count is {}", name, count);
   if (count == 0) return {};
   return {data, static_cast<size_t>(count)};
 }
