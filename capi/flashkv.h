@@ -242,7 +242,8 @@ typedef struct fkv_memory {
   uint64_t resident_weight_bytes;  // held by the backend after this load
   uint64_t parameters_total;
   uint64_t parameters_active_per_token;
-  const char* weight_storage;  // e.g. "fp32, dequantized at load"; owned by the model, valid while it lives
+  const char* weight_storage;  // e.g. "fp32, dequantized at load"; owned by the fkv_model handle: valid until
+                               // fkv_model_free (sessions keeping the weights do not keep this text)
 } fkv_memory;
 
 // Fills *memory. Thread-safe.

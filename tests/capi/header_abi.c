@@ -3,6 +3,83 @@
    so that none is unused): a changed signature breaks every FFI binding, so it must break this file first. */
 #include "flashkv.h"
 
+#include <stddef.h>
+
+/* The ABI 1.0 layouts on LP64 (x86-64, aarch64 Linux): the offsets FFI bindings hard-code (docs/c-abi.md).
+   A failed check is a negative array size. */
+#if UINTPTR_MAX == 0xffffffffffffffffu
+#define FKV_LAYOUT(name, expression, value) typedef char name[(expression) == (value) ? 1 : -1]
+FKV_LAYOUT(load_options_struct_size, offsetof(fkv_load_options, struct_size), 0);
+FKV_LAYOUT(load_options_device, offsetof(fkv_load_options, device), 4);
+FKV_LAYOUT(load_options_threads, offsetof(fkv_load_options, threads), 8);
+FKV_LAYOUT(load_options_numerics, offsetof(fkv_load_options, numerics), 12);
+FKV_LAYOUT(load_options_prefill, offsetof(fkv_load_options, prefill), 16);
+FKV_LAYOUT(load_options_reserved0, offsetof(fkv_load_options, reserved0), 20);
+FKV_LAYOUT(load_options_prefill_chunk, offsetof(fkv_load_options, prefill_chunk), 24);
+FKV_LAYOUT(load_options_log, offsetof(fkv_load_options, log), 32);
+FKV_LAYOUT(load_options_log_user_data, offsetof(fkv_load_options, log_user_data), 40);
+FKV_LAYOUT(size_of_load_options, sizeof(fkv_load_options), 48);
+FKV_LAYOUT(session_options_struct_size, offsetof(fkv_session_options, struct_size), 0);
+FKV_LAYOUT(session_options_prefill, offsetof(fkv_session_options, prefill), 4);
+FKV_LAYOUT(session_options_prefill_chunk, offsetof(fkv_session_options, prefill_chunk), 8);
+FKV_LAYOUT(size_of_session_options, sizeof(fkv_session_options), 16);
+FKV_LAYOUT(sampling_params_struct_size, offsetof(fkv_sampling_params, struct_size), 0);
+FKV_LAYOUT(sampling_params_temperature, offsetof(fkv_sampling_params, temperature), 4);
+FKV_LAYOUT(sampling_params_top_k, offsetof(fkv_sampling_params, top_k), 8);
+FKV_LAYOUT(sampling_params_top_p, offsetof(fkv_sampling_params, top_p), 12);
+FKV_LAYOUT(sampling_params_min_p, offsetof(fkv_sampling_params, min_p), 16);
+FKV_LAYOUT(sampling_params_repetition_penalty, offsetof(fkv_sampling_params, repetition_penalty), 20);
+FKV_LAYOUT(sampling_params_presence_penalty, offsetof(fkv_sampling_params, presence_penalty), 24);
+FKV_LAYOUT(sampling_params_frequency_penalty, offsetof(fkv_sampling_params, frequency_penalty), 28);
+FKV_LAYOUT(sampling_params_seed, offsetof(fkv_sampling_params, seed), 32);
+FKV_LAYOUT(size_of_sampling_params, sizeof(fkv_sampling_params), 40);
+FKV_LAYOUT(generate_options_struct_size, offsetof(fkv_generate_options, struct_size), 0);
+FKV_LAYOUT(generate_options_stop_at_eos, offsetof(fkv_generate_options, stop_at_eos), 4);
+FKV_LAYOUT(generate_options_max_tokens, offsetof(fkv_generate_options, max_tokens), 8);
+FKV_LAYOUT(generate_options_sampling, offsetof(fkv_generate_options, sampling), 16);
+FKV_LAYOUT(generate_options_stop_tokens, offsetof(fkv_generate_options, stop_tokens), 24);
+FKV_LAYOUT(generate_options_n_stop_tokens, offsetof(fkv_generate_options, n_stop_tokens), 32);
+FKV_LAYOUT(generate_options_on_token, offsetof(fkv_generate_options, on_token), 40);
+FKV_LAYOUT(generate_options_on_token_user_data, offsetof(fkv_generate_options, on_token_user_data), 48);
+FKV_LAYOUT(generate_options_on_progress, offsetof(fkv_generate_options, on_progress), 56);
+FKV_LAYOUT(generate_options_on_progress_user_data, offsetof(fkv_generate_options, on_progress_user_data), 64);
+FKV_LAYOUT(size_of_generate_options, sizeof(fkv_generate_options), 72);
+FKV_LAYOUT(config_struct_size, offsetof(fkv_config, struct_size), 0);
+FKV_LAYOUT(config_num_hidden_layers, offsetof(fkv_config, num_hidden_layers), 4);
+FKV_LAYOUT(config_vocab_size, offsetof(fkv_config, vocab_size), 8);
+FKV_LAYOUT(config_hidden_size, offsetof(fkv_config, hidden_size), 16);
+FKV_LAYOUT(config_num_attention_heads, offsetof(fkv_config, num_attention_heads), 24);
+FKV_LAYOUT(config_head_dim, offsetof(fkv_config, head_dim), 32);
+FKV_LAYOUT(config_qk_rope_head_dim, offsetof(fkv_config, qk_rope_head_dim), 40);
+FKV_LAYOUT(config_sliding_window, offsetof(fkv_config, sliding_window), 48);
+FKV_LAYOUT(config_max_position_embeddings, offsetof(fkv_config, max_position_embeddings), 56);
+FKV_LAYOUT(config_n_routed_experts, offsetof(fkv_config, n_routed_experts), 64);
+FKV_LAYOUT(config_n_shared_experts, offsetof(fkv_config, n_shared_experts), 72);
+FKV_LAYOUT(config_num_experts_per_tok, offsetof(fkv_config, num_experts_per_tok), 80);
+FKV_LAYOUT(config_moe_intermediate_size, offsetof(fkv_config, moe_intermediate_size), 88);
+FKV_LAYOUT(config_index_topk, offsetof(fkv_config, index_topk), 96);
+FKV_LAYOUT(config_bos_token_id, offsetof(fkv_config, bos_token_id), 104);
+FKV_LAYOUT(config_eos_token_id, offsetof(fkv_config, eos_token_id), 112);
+FKV_LAYOUT(config_num_nextn_predict_layers, offsetof(fkv_config, num_nextn_predict_layers), 120);
+FKV_LAYOUT(config_num_engram_layers, offsetof(fkv_config, num_engram_layers), 124);
+FKV_LAYOUT(size_of_config, sizeof(fkv_config), 128);
+FKV_LAYOUT(memory_struct_size, offsetof(fkv_memory, struct_size), 0);
+FKV_LAYOUT(memory_reserved0, offsetof(fkv_memory, reserved0), 4);
+FKV_LAYOUT(memory_global_kv_bytes_per_token, offsetof(fkv_memory, global_kv_bytes_per_token), 8);
+FKV_LAYOUT(memory_kv_entry_bytes, offsetof(fkv_memory, kv_entry_bytes), 16);
+FKV_LAYOUT(memory_index_key_bytes, offsetof(fkv_memory, index_key_bytes), 24);
+FKV_LAYOUT(memory_window_row_bytes, offsetof(fkv_memory, window_row_bytes), 32);
+FKV_LAYOUT(memory_window_bytes_per_session, offsetof(fkv_memory, window_bytes_per_session), 40);
+FKV_LAYOUT(memory_compressor_state_bytes_per_session,
+           offsetof(fkv_memory, compressor_state_bytes_per_session), 48);
+FKV_LAYOUT(memory_weight_bytes_estimate, offsetof(fkv_memory, weight_bytes_estimate), 56);
+FKV_LAYOUT(memory_resident_weight_bytes, offsetof(fkv_memory, resident_weight_bytes), 64);
+FKV_LAYOUT(memory_parameters_total, offsetof(fkv_memory, parameters_total), 72);
+FKV_LAYOUT(memory_parameters_active_per_token, offsetof(fkv_memory, parameters_active_per_token), 80);
+FKV_LAYOUT(memory_weight_storage, offsetof(fkv_memory, weight_storage), 88);
+FKV_LAYOUT(size_of_memory, sizeof(fkv_memory), 96);
+#endif
+
 const char* (*status_string)(fkv_status) = fkv_status_string;
 const char* (*last_error)(void) = fkv_last_error;
 uint32_t (*abi_version)(void) = fkv_abi_version;
