@@ -33,3 +33,22 @@ def fkt():
     import flashkv_testing  # noqa: PLC0415 -- built by CMake; a missing module is a build failure
 
     return flashkv_testing
+
+
+@pytest.fixture(scope="session")
+def flashkv_package():
+    """The installed `flashkv` Python package (pip install .), never the source tree's python/flashkv.
+
+    Skipped when it is not installed, unless FLASHKV_REQUIRE_PACKAGE=1 (scripts/test installs it and sets this, so
+    that a broken install fails instead of skipping)."""
+    import importlib  # noqa: PLC0415
+
+    try:
+        package = importlib.import_module("flashkv")
+    except ImportError as error:
+        if os.environ.get("FLASHKV_REQUIRE_PACKAGE") == "1":
+            raise
+        pytest.skip(f"the flashkv package is not installed ({error}); `pip install .` installs it (scripts/test does)")
+    location = pathlib.Path(package.__file__).resolve()
+    assert ROOT / "python" not in location.parents, f"flashkv imported from the source tree ({location}), not installed"
+    return package
