@@ -1,0 +1,3 @@
+module flashkv
+
+go 1.19
