@@ -111,8 +111,8 @@ void CpuBackend::gemm(ConstMatrix x, ConstMatrix w, Matrix y, OutputCast cast, R
   const int64_t col_tiles = tiles(w.rows, kColTile);
   const double work = static_cast<double>(x.rows) * static_cast<double>(w.rows) * static_cast<double>(x.cols);
   parallel_for(row_tiles * col_tiles, work, [&](int64_t tile) {
-    const int64_t rt = tile / col_tiles;
-    const int64_t ct = tile % col_tiles;
+    const int64_t rt = tile % row_tiles;  // neighbouring tasks share a weight tile
+    const int64_t ct = tile / row_tiles;
     gemm_tile(x, w, y, bf16, rt * kRowTile, std::min(x.rows, (rt + 1) * kRowTile), ct * kColTile,
               std::min(w.rows, (ct + 1) * kColTile));
   });
