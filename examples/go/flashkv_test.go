@@ -357,6 +357,7 @@ func TestMisuseOfASessionIsAnErrorNotACrash(t *testing.T) {
 	wantStatus(t, err, StatusInvalidArgument)
 	other := newSession(t, model)
 	wantStatus(t, Decode([]*Session{session, other}, []int32{1}), StatusInvalidArgument)
+	wantStatus(t, Decode([]*Session{session, session}, []int32{1, 2}), StatusInvalidArgument)
 	bad := int32(vocab(t, model))
 	wantStatus(t, Decode([]*Session{session, other}, []int32{1, bad}), StatusInvalidArgument, strconv.Itoa(int(bad)))
 	if n, m := must[int64](t)(session.Len()), must[int64](t)(other.Len()); n != 3 || m != 0 {
@@ -401,6 +402,16 @@ func TestCallbacksCancelAndTheSessionKeepsWhatWasAppended(t *testing.T) {
 	wantStatus(t, fresh.AppendWithProgress(prompt, func(done, _ int64) bool { return done < 4 }), StatusCancelled)
 	if n := must[int64](t)(fresh.Len()); n != 4 {
 		t.Fatalf("length %d: the chunks done are kept", n)
+	}
+
+	generating := must[*Session](t)(model.NewSession(&SessionOptions{Prefill: PrefillModel, PrefillChunk: 4}))
+	defer generating.Close()
+	options = greedy(2)
+	progress = nil
+	options.OnProgress = func(done, total int64) bool { progress = append(progress, [2]int64{done, total}); return true }
+	must[Generation](t)(generating.Generate(prompt, options))
+	if !reflect.DeepEqual(progress, [][2]int64{{4, 6}, {6, 6}}) {
+		t.Fatalf("generate's prefill progress %v", progress)
 	}
 }
 

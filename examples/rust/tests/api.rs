@@ -395,6 +395,11 @@ fn status_codes_and_names_are_the_headers() {
     assert_eq!(Status::from_raw(77), Status::Unknown(77));
     assert_eq!(Status::Unknown(77).name(), "unknown");
     assert_eq!(flashkv::abi_version(), ffi::FKV_ABI_VERSION);
+    let path = std::ffi::CString::new(checkpoint().to_str().unwrap()).unwrap();
+    let mut raw = std::ptr::null_mut();
+    // SAFETY: valid path and out-pointer; NULL options mean defaults.
+    let status = unsafe { ffi::fkv_model_load(2 << 16, path.as_ptr(), std::ptr::null(), &mut raw) };
+    assert_eq!((status, raw.is_null()), (ffi::FKV_ERR_UNSUPPORTED, true), "a newer ABI major is refused at load");
     assert!(!flashkv::version().is_empty());
 }
 
