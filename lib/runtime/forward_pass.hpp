@@ -81,6 +81,11 @@ class ForwardPass {
   void block(const LayerRole& role, Activations& x, std::span<const int64_t> ngrams);
   std::vector<float> attention(const LayerRole& role, backend::ConstMatrix u);
   void select(const LayerRole& role, backend::ConstMatrix u, backend::ConstMatrix cq);
+  std::vector<float> pooled_latents(const LayerRole& role, const Segment& segment, const OwnerCache& owner,
+                                    int64_t first, int64_t last, const std::vector<float>& v_rows,
+                                    const std::vector<float>& g_rows);
+  void append_entries(const LayerRole& role, OwnerCache& owner, int64_t first, std::vector<float> latents);
+  void record_cache(const LayerRole& role, const OwnerCache& owner);
   std::vector<float> moe(const LayerRole& role, backend::ConstMatrix v);
   std::vector<float> gemm(backend::ConstMatrix x, const Tensor& w, backend::OutputCast cast) const;
   void rms_norm(std::vector<float>& x, int64_t cols, const Tensor& w) const;

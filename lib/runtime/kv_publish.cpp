@@ -33,7 +33,6 @@ void ForwardPass::publish(const LayerRole& role, ConstMatrix u) {
   const AttentionWeights& w = model_.weights->layers[static_cast<size_t>(role.index)].attn;
   const int64_t dim = config_.head_dim;
   const int64_t ratio = role.ratio;
-  const backend::RopeTable& rope = model_.rope(role);
 
   // Projections of every row of the batch: latents (ratio 1) or fp32 (v, g) (ratio >= 2).
   std::vector<float> projected =
@@ -50,44 +49,19 @@ void ForwardPass::publish(const LayerRole& role, ConstMatrix u) {
     const int64_t end = segment.start + segment.count;
     const int64_t first = std::max(owner.count, ratio == 1 ? segment.start : segment.start / ratio);
     const int64_t last = end / ratio;  // groups [first, last) complete inside this segment and are new
-    std::vector<float> latents;
     if (first < last && first != owner.count) {
       fail(ErrorCode::kInternal, "layer {}: entry {} would follow {} published entries", role.index, first,
            owner.count);
     }
-    if (ratio == 1 && first < last) {
-      const int64_t row = segment.first_row + (first - segment.start);
-      latents.assign(projected.begin() + row * dim, projected.begin() + (row + last - first) * dim);
-    } else if (first < last) {
-      // gather each new group's rows: from this segment, or from the history for tokens of an earlier call
-      const int64_t groups = last - first;
-      std::vector<float> v(static_cast<size_t>(groups * ratio * dim)), g(v.size());
-      for (int64_t t = 0; t < groups * ratio; ++t) {
-        const int64_t position = first * ratio + t;
-        const float* v_row;
-        const float* g_row;
-        if (position >= segment.start) {
-          const int64_t row = segment.first_row + (position - segment.start);
-          v_row = projected.data() + row * dim;
-          g_row = gates.data() + row * dim;
-        } else {
-          const CompressorHistory& history = owner.history;
-          const int64_t slot = position % history.capacity;
-          if (history.positions[static_cast<size_t>(slot)] != position) {
-            fail(ErrorCode::kInternal, "layer {}: the pending compressor state of position {} is gone",
-                 role.index, position);
-          }
-          v_row = history.v.data() + slot * dim;
-          g_row = history.g.data() + slot * dim;
-        }
-        std::copy_n(v_row, dim, v.data() + t * dim);
-        std::copy_n(g_row, dim, g.data() + t * dim);
+    if (first < last) {
+      std::vector<float> latents;
+      if (ratio == 1) {
+        const int64_t row = segment.first_row + (first - segment.start);
+        latents.assign(projected.begin() + row * dim, projected.begin() + (row + last - first) * dim);
+      } else {
+        latents = pooled_latents(role, segment, owner, first, last, projected, gates);
       }
-      latents.resize(static_cast<size_t>(groups * dim));
-      backend_.compressor_pool(ConstMatrix{v.data(), groups * ratio, dim},
-                               ConstMatrix{g.data(), groups * ratio, dim}, ratio,
-                               Matrix{latents.data(), groups, dim}, model_.rounding);
-      rms_norm(latents, dim, w.compressor_norm);
+      append_entries(role, owner, first, std::move(latents));
     }
     if (ratio > 1) {
       for (int64_t i = std::max<int64_t>(0, segment.count - owner.history.capacity); i < segment.count; ++i) {
@@ -95,38 +69,85 @@ void ForwardPass::publish(const LayerRole& role, ConstMatrix u) {
         remember(owner.history, segment.start + i, projected.data() + row * dim, gates.data() + row * dim);
       }
     }
-    const int64_t count = last > first ? last - first : 0;
-    if (count > 0) {
-      std::vector<int64_t> entry_positions(static_cast<size_t>(count));
-      for (int64_t i = 0; i < count; ++i) entry_positions[static_cast<size_t>(i)] = (first + i) * ratio;
-      // index key from the un-rotated, un-quantized latent
-      std::vector<float> key = gemm(ConstMatrix{latents.data(), count, dim}, w.indexer_wk, OutputCast::kBf16);
-      const int64_t key_dim = config_.index_head_dim;
-      rms_norm(key, key_dim, w.indexer_k_norm);
-      backend_.rope(Matrix{key.data(), count, key_dim}, 1, entry_positions, rope, false, model_.rounding);
-      backend_.rope(Matrix{latents.data(), count, dim}, 1, entry_positions, rope, false, model_.rounding);
-      const size_t entry_bytes = backend::record_bytes(owner.entry_format, dim);
-      const size_t key_bytes = backend::record_bytes(owner.key_format, key_dim);
-      owner.entries.resize(owner.entries.size() + static_cast<size_t>(count) * entry_bytes);
-      owner.keys.resize(owner.keys.size() + static_cast<size_t>(count) * key_bytes);
-      backend_.quantize_rows(ConstMatrix{latents.data(), count, dim}, owner.entry_format,
-                             std::span(owner.entries).subspan(static_cast<size_t>(owner.count) * entry_bytes),
-                             Matrix{});
-      backend_.quantize_rows(ConstMatrix{key.data(), count, key_dim}, owner.key_format,
-                             std::span(owner.keys).subspan(static_cast<size_t>(owner.count) * key_bytes),
-                             Matrix{});
-      owner.count += count;
-    }
-    if (trace_ != nullptr) {
-      std::vector<float> all(static_cast<size_t>(owner.count * dim));
-      for (int64_t j = 0; j < owner.count; ++j) owner.entry_rows().dequantize(j, all.data() + j * dim);
-      record(role, "entries", {owner.count, dim}, all.data());
-      all.resize(static_cast<size_t>(owner.count * config_.index_head_dim));
-      for (int64_t j = 0; j < owner.count; ++j)
-        owner.key_rows().dequantize(j, all.data() + j * config_.index_head_dim);
-      record(role, "index_keys", {owner.count, config_.index_head_dim}, all.data());
-    }
+    if (trace_ != nullptr) record_cache(role, owner);
   }
+}
+
+std::vector<float> ForwardPass::pooled_latents(const LayerRole& role, const Segment& segment,
+                                               const OwnerCache& owner, int64_t first, int64_t last,
+                                               const std::vector<float>& v_rows,
+                                               const std::vector<float>& g_rows) {
+  const int64_t dim = config_.head_dim;
+  const int64_t ratio = role.ratio;
+  const int64_t groups = last - first;
+  // each group's rows: from this segment, or from the history for tokens of an earlier call (the pending
+  // state)
+  std::vector<float> v(static_cast<size_t>(groups * ratio * dim)), g(v.size());
+  for (int64_t t = 0; t < groups * ratio; ++t) {
+    const int64_t position = first * ratio + t;
+    const float* v_row;
+    const float* g_row;
+    if (position >= segment.start) {
+      const int64_t row = segment.first_row + (position - segment.start);
+      v_row = v_rows.data() + row * dim;
+      g_row = g_rows.data() + row * dim;
+    } else {
+      const CompressorHistory& history = owner.history;
+      const int64_t slot = position % history.capacity;
+      if (history.positions[static_cast<size_t>(slot)] != position) {
+        fail(ErrorCode::kInternal, "layer {}: the pending compressor state of position {} is gone",
+             role.index, position);
+      }
+      v_row = history.v.data() + slot * dim;
+      g_row = history.g.data() + slot * dim;
+    }
+    std::copy_n(v_row, dim, v.data() + t * dim);
+    std::copy_n(g_row, dim, g.data() + t * dim);
+  }
+  std::vector<float> latents(static_cast<size_t>(groups * dim));
+  backend_.compressor_pool(ConstMatrix{v.data(), groups * ratio, dim},
+                           ConstMatrix{g.data(), groups * ratio, dim}, ratio,
+                           Matrix{latents.data(), groups, dim}, model_.rounding);
+  rms_norm(latents, dim, model_.weights->layers[static_cast<size_t>(role.index)].attn.compressor_norm);
+  return latents;
+}
+
+void ForwardPass::append_entries(const LayerRole& role, OwnerCache& owner, int64_t first,
+                                 std::vector<float> latents) {
+  const AttentionWeights& w = model_.weights->layers[static_cast<size_t>(role.index)].attn;
+  const backend::RopeTable& rope = model_.rope(role);
+  const int64_t dim = config_.head_dim;
+  const int64_t key_dim = config_.index_head_dim;
+  const int64_t count = static_cast<int64_t>(latents.size()) / dim;
+  std::vector<int64_t> positions(static_cast<size_t>(count));  // entry j is rotated at j·ratio
+  for (int64_t i = 0; i < count; ++i) positions[static_cast<size_t>(i)] = (first + i) * role.ratio;
+  // the index key comes from the un-rotated, un-quantized latent
+  std::vector<float> key = gemm(ConstMatrix{latents.data(), count, dim}, w.indexer_wk, OutputCast::kBf16);
+  rms_norm(key, key_dim, w.indexer_k_norm);
+  backend_.rope(Matrix{key.data(), count, key_dim}, 1, positions, rope, false, model_.rounding);
+  backend_.rope(Matrix{latents.data(), count, dim}, 1, positions, rope, false, model_.rounding);
+  const size_t entry_bytes = backend::record_bytes(owner.entry_format, dim);
+  const size_t key_bytes = backend::record_bytes(owner.key_format, key_dim);
+  owner.entries.resize(owner.entries.size() + static_cast<size_t>(count) * entry_bytes);
+  owner.keys.resize(owner.keys.size() + static_cast<size_t>(count) * key_bytes);
+  backend_.quantize_rows(ConstMatrix{latents.data(), count, dim}, owner.entry_format,
+                         std::span(owner.entries).subspan(static_cast<size_t>(owner.count) * entry_bytes),
+                         Matrix{});
+  backend_.quantize_rows(ConstMatrix{key.data(), count, key_dim}, owner.key_format,
+                         std::span(owner.keys).subspan(static_cast<size_t>(owner.count) * key_bytes),
+                         Matrix{});
+  owner.count += count;
+}
+
+void ForwardPass::record_cache(const LayerRole& role, const OwnerCache& owner) {
+  const int64_t dim = config_.head_dim;
+  const int64_t key_dim = config_.index_head_dim;
+  std::vector<float> values(static_cast<size_t>(owner.count * dim));
+  for (int64_t j = 0; j < owner.count; ++j) owner.entry_rows().dequantize(j, values.data() + j * dim);
+  record(role, "entries", {owner.count, dim}, values.data());
+  values.resize(static_cast<size_t>(owner.count * key_dim));
+  for (int64_t j = 0; j < owner.count; ++j) owner.key_rows().dequantize(j, values.data() + j * key_dim);
+  record(role, "index_keys", {owner.count, key_dim}, values.data());
 }
 
 }  // namespace flashkv::runtime
