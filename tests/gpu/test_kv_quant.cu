@@ -443,6 +443,9 @@ TEST_CASE("GPU KV records: every kernel variant", "[gpu][kv_quant]") {
   const int c = GENERATE(1, 3, 4, 16, 80) * 32;
   const int64_t n = GENERATE(as<int64_t>{}, 1, 7, 33, 1001, 5003, 100003);
   if (n > 5003 && c != 128) return;
+  // Under compute-sanitizer (FLASHKV_TEST_SCALE=small) every launch is ~100x slower: keep one wide, one
+  // narrow and one multi-tile width, and row counts up to a few CTAs, so racecheck ends within its budget.
+  if (small_scale() && (n > 1001 || c == 3 * 32 || c == 16 * 32)) return;
   check_round_trip(kind, n, c, 0, 0, variant);
 }
 
