@@ -3,7 +3,8 @@
 - logits(): a float32 copy by default that outlives later changes of the session; logits(copy=False) a read-only
   zero-copy view with the same contents that blocks every change of the session while any array over it lives;
   greedy sampling is the argmax of the row;
-- the GIL is released while the model computes: another Python thread keeps running during a long append;
+- the GIL is released while the model computes: another Python thread keeps running during a long append, and
+  Ctrl-C (KeyboardInterrupt) stops a long append between chunks;
 - one session used from several threads is serialised (never corrupted); inside a callback a session may be read
   but not changed;
 - model.config, model.plan and model.memory() against config.json and the record sizes of spec/MODEL.md §2.2.
@@ -11,6 +12,7 @@
 
 from __future__ import annotations
 
+import _thread
 import json
 import os
 import pathlib
@@ -126,6 +128,22 @@ def test_gil_is_released_during_a_long_append(model):
     largest_gap = float(np.max(np.diff(np.concatenate(([window["start"]], inside, [window["end"]])))))
     assert len(inside) > 1000 and largest_gap < duration / 2, (
         f"main thread ran {len(inside)} iterations during a {duration:.3f} s append, largest stall {largest_gap:.3f} s")
+
+
+def test_ctrl_c_interrupts_a_long_append_between_chunks(model):
+    prompt = random_ids(model.vocab_size, 1200, 6)
+    session = model.session(prefill_chunk=64)
+    timer = threading.Timer(0.2, _thread.interrupt_main)  # as if SIGINT arrived while the main thread computes
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            session.append(prompt)  # no Python callback: the chunk loop itself polls for signals
+    finally:
+        timer.cancel()
+    assert 0 < len(session) < len(prompt) and len(session) % 64 == 0
+    assert session.tokens == prompt[: len(session)]
+    session.append(prompt[len(session):])  # the kept chunks continue normally
+    assert len(session) == len(prompt)
 
 
 def test_one_session_shared_by_threads_is_serialised(model):
