@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-SEED = int.from_bytes(os.urandom(4), "little")
+SEED = int(os.environ.get("FLASHKV_TEST_SEED") or int.from_bytes(os.urandom(4), "little"))
 
 
 @pytest.fixture(autouse=True)
