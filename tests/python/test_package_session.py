@@ -132,8 +132,15 @@ def test_gil_is_released_during_a_long_append(model):
 
 def test_ctrl_c_interrupts_a_long_append_between_chunks(model):
     prompt = random_ids(model.vocab_size, 1200, 6)
+    # Fire after about three of the ~19 chunks, whatever this machine's speed (a fixed delay raced on an idle CI
+    # machine that finished the whole append first).
+    probe = model.session(prefill_chunk=64)
+    probe.append(prompt[:64])  # warm-up: the first call pays one-time costs
+    started = time.perf_counter()
+    probe.append(prompt[64:128])
+    chunk_seconds = time.perf_counter() - started
     session = model.session(prefill_chunk=64)
-    timer = threading.Timer(0.2, _thread.interrupt_main)  # as if SIGINT arrived while the main thread computes
+    timer = threading.Timer(3 * chunk_seconds, _thread.interrupt_main)  # as if SIGINT arrived mid-compute
     timer.start()
     try:
         with pytest.raises(KeyboardInterrupt):
