@@ -16,6 +16,7 @@ import _thread
 import json
 import os
 import pathlib
+import signal
 import subprocess
 import sys
 import threading
@@ -140,6 +141,9 @@ def test_ctrl_c_interrupts_a_long_append_between_chunks(model):
     probe.append(prompt[64:128])
     chunk_seconds = time.perf_counter() - started
     session = model.session(prefill_chunk=64)
+    # A process started in the background by a non-interactive shell inherits SIGINT ignored, and then
+    # interrupt_main() does nothing: install Python's own handler for the duration of the test.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     timer = threading.Timer(3 * chunk_seconds, _thread.interrupt_main)  # as if SIGINT arrived mid-compute
     timer.start()
     try:
@@ -147,6 +151,7 @@ def test_ctrl_c_interrupts_a_long_append_between_chunks(model):
             session.append(prompt)  # no Python callback: the chunk loop itself polls for signals
     finally:
         timer.cancel()
+        signal.signal(signal.SIGINT, previous)
     assert 0 < len(session) < len(prompt) and len(session) % 64 == 0
     assert session.tokens == prompt[: len(session)]
     session.append(prompt[len(session):])  # the kept chunks continue normally
