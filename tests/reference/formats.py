@@ -322,3 +322,30 @@ def dequantize_fp8_rows32(q, s) -> np.ndarray:
     scale = np.repeat(_e8m0_value(s.view(np.uint8)), WEIGHT_TILE, 1)[:, : q.shape[1]]
     with np.errstate(over="ignore", invalid="ignore"):
         return _e4m3_value(q.view(np.uint8)) * scale
+
+
+# ---- DeepSeek-V4 KV rows (window rows and compressed entries of deepseek_v4 checkpoints) -----------------
+
+V4_KV_FP8_BLOCK = 64
+
+
+def v4_kv_record_bytes(channels: int, rope_channels: int) -> int:
+    """FP8 E4M3 non-RoPE channels + one UE8M0 scale per 64 of them + BF16 RoPE channels, padded to 8 bytes
+    (584 for 512 channels with 64 RoPE: 448 + 7 + 128, one pad byte)."""
+    nope = channels - rope_channels
+    return -(-(nope + nope // V4_KV_FP8_BLOCK + 2 * rope_channels) // 8) * 8
+
+
+def v4_kv_fakequant(x, rope_channels: int) -> np.ndarray:
+    """Quantize-dequantize a V4 KV row over the last axis: the leading non-RoPE channels FP8 E4M3 with a
+    power-of-two (UE8M0) scale per 64 channels -- the official `act_quant(kv[..., :-rd], 64, 'ue8m0')` --, the
+    trailing RoPE channels rounded to BF16. float32 out, same shape."""
+    x = _as_f32(x)
+    nope = x.shape[-1] - rope_channels
+    blocks = _blocks(x[..., :nope], V4_KV_FP8_BLOCK, "v4_kv_fakequant")
+    scale_codes = fp8_window_scale_codes(_amax(blocks))
+    poisoned = scale_codes == E8M0_NAN
+    codes = _e4m3_codes(_scaled(blocks, _e8m0_value(scale_codes), FP8_MAX), poisoned)
+    values = _times_scale(_e4m3_value(codes), _e8m0_value(scale_codes)).reshape(*x.shape[:-1], nope)
+    rope = x[..., nope:].astype(ml_dtypes.bfloat16).astype(np.float32)
+    return np.concatenate([values, rope], axis=-1)

@@ -33,6 +33,17 @@ class ModelError(ValueError):
     """A request the reference cannot serve (a token outside the vocabulary, CED on a config without a split …)."""
 
 
+def checked_ids(token_ids, vocab_size: int) -> np.ndarray:
+    """token_ids as int64 [n]; ModelError for an empty sequence or an id outside [0, vocab_size)."""
+    ids = np.asarray(list(token_ids), dtype=np.int64)
+    if ids.ndim != 1 or ids.shape[0] == 0:
+        raise ModelError("token ids must be a non-empty sequence")
+    bad = ids[(ids < 0) | (ids >= vocab_size)]
+    if bad.size:
+        raise ModelError(f"token id {int(bad[0])} is outside the vocabulary [0, {vocab_size})")
+    return ids
+
+
 @dataclass
 class CallContext:
     """Transient per-call values shared between layers: row positions, top-k selections of the index sources
@@ -56,6 +67,18 @@ class Generation:
     logits_last: np.ndarray
     prefill_logits_last: np.ndarray
     state: SequenceState
+
+
+def greedy_decode(forward, state, prefill_logits: np.ndarray, max_new_tokens: int) -> Generation:
+    """Greedy steps after a prefill whose last logits are `prefill_logits`: argmax (lowest id among equals), then
+    `forward(state, [token])` for every token but the last."""
+    logits = prefill_logits
+    tokens: list[int] = []
+    for step in range(max_new_tokens):
+        tokens.append(int(np.argmax(logits)))
+        if step + 1 < max_new_tokens:
+            logits = forward(state, [tokens[-1]])[-1]
+    return Generation(tokens, logits, prefill_logits, state)
 
 
 class Model:
@@ -169,13 +192,7 @@ class Model:
             logits = logits[-1]
         else:
             raise ModelError(f"prefill mode {prefill!r} is not 'exact' or 'ced'")
-        prefill_logits = logits
-        tokens: list[int] = []
-        for step in range(max_new_tokens):
-            tokens.append(int(np.argmax(logits)))
-            if step + 1 < max_new_tokens:
-                logits = self.forward(state, [tokens[-1]])[-1]
-        return Generation(tokens, logits, prefill_logits, state)
+        return greedy_decode(self.forward, state, logits, max_new_tokens)
 
     # -----------------------------------------------------------------------------------------------------
     # The block (§3)
@@ -302,13 +319,7 @@ class Model:
     # Embedding, head, bookkeeping
 
     def _checked_ids(self, token_ids) -> np.ndarray:
-        ids = np.asarray(list(token_ids), dtype=np.int64)
-        if ids.ndim != 1 or ids.shape[0] == 0:
-            raise ModelError("token ids must be a non-empty sequence")
-        bad = ids[(ids < 0) | (ids >= self.config.vocab_size)]
-        if bad.size:
-            raise ModelError(f"token id {int(bad[0])} is outside the vocabulary [0, {self.config.vocab_size})")
-        return ids
+        return checked_ids(token_ids, self.config.vocab_size)
 
     def _embed(self, ids, ctx):
         """§3 step 1: x0 = embed[token]; X_i = x0 for every stream; carried pre = (1, 0, …, 0)."""

@@ -38,14 +38,22 @@ def expert_ffn(v: np.ndarray, w1: np.ndarray, w3: np.ndarray, w2: np.ndarray, sc
 def moe(v: np.ndarray, weights: dict, prefix: str, config: Config, numerics: Numerics) -> tuple[np.ndarray, dict]:
     """MoE(v) = Σ_selected w_e·e_e(v) + shared(v), combined in fp32 then BF16. Also returns the routing, for dumps."""
     experts, routing = route(v, weights, prefix, config, numerics)
+    return combine(v, experts, routing, weights, prefix, config, numerics), {"experts": experts, "routing": routing}
+
+
+def combine(v: np.ndarray, experts: np.ndarray, routing: np.ndarray, weights: dict, prefix: str, config,
+            numerics: Numerics) -> np.ndarray:
+    """Σ_selected w_e·e_e(v) + shared(v) for given selections experts [n, k] and weights routing [n, k]."""
     total = np.zeros_like(v)
     for expert in np.unique(experts):
         rows, slot = np.nonzero(experts == expert)
         base = f"{prefix}ffn.experts.{expert}."
-        total[rows] += expert_ffn(v[rows], weights[base + "w1.weight"], weights[base + "w3.weight"],
-                                  weights[base + "w2.weight"], routing[rows, slot], config.swiglu_limit, numerics)
+        # add.at: a row may name one expert twice (a hash table is free to), and each pick counts
+        np.add.at(total, rows, expert_ffn(v[rows], weights[base + "w1.weight"], weights[base + "w3.weight"],
+                                          weights[base + "w2.weight"], routing[rows, slot], config.swiglu_limit,
+                                          numerics))
     if config.n_shared_experts:
         base = prefix + "ffn.shared_experts."
         total += expert_ffn(v, weights[base + "w1.weight"], weights[base + "w3.weight"], weights[base + "w2.weight"],
                             np.ones(v.shape[0]), config.swiglu_limit, numerics)
-    return numerics.bf16(total), {"experts": experts, "routing": routing}
+    return numerics.bf16(total)

@@ -34,21 +34,18 @@ class TensorInfo:
     name: str
     shape: tuple[int, ...]
     init: str  # 'projection' | 'norm' | 'mhc_fn' | 'mhc_base' | 'mhc_scale' | 'sink' | 'bias' | 'table' | 'embed'
+    #            | 'ape' | 'tid2eid' (V4)
 
 
 def inventory(config: Config) -> list[TensorInfo]:
     """Every tensor the reference reads for `config` (no DSpark, no vision; gate.bias_vl is not read)."""
-    d, hc = config.hidden_size, config.hc_mult
+    d = config.hidden_size
     specs = [TensorInfo("embed.weight", (config.vocab_size, d), "embed"),
              TensorInfo("head.weight", (config.vocab_size, d), "projection"),
              TensorInfo("norm.weight", (d,), "norm")]
     for role in layer_plan(config):
         p = f"layers.{role.index}."
-        specs += [TensorInfo(p + "attn_norm.weight", (d,), "norm"), TensorInfo(p + "ffn_norm.weight", (d,), "norm")]
-        for site in ("attn", "ffn"):
-            specs += [TensorInfo(p + f"hc_{site}_fn", (hc_mixer_width(config), hc * d), "mhc_fn"),
-                      TensorInfo(p + f"hc_{site}_base", (hc_mixer_width(config),), "mhc_base"),
-                      TensorInfo(p + f"hc_{site}_scale", (3,), "mhc_scale")]
+        specs += block_sites_inventory(config, p)
         specs += _attention_inventory(config, role, p)
         specs += _moe_inventory(config, p)
         if role.engram_slot >= 0:
@@ -56,17 +53,20 @@ def inventory(config: Config) -> list[TensorInfo]:
     return specs
 
 
+def block_sites_inventory(config, p: str) -> list[TensorInfo]:
+    """The two sublayer norms and the two mHC sites of a block (V4.1 and V4)."""
+    d, hc = config.hidden_size, config.hc_mult
+    specs = [TensorInfo(p + "attn_norm.weight", (d,), "norm"), TensorInfo(p + "ffn_norm.weight", (d,), "norm")]
+    for site in ("attn", "ffn"):
+        specs += [TensorInfo(p + f"hc_{site}_fn", (hc_mixer_width(config), hc * d), "mhc_fn"),
+                  TensorInfo(p + f"hc_{site}_base", (hc_mixer_width(config),), "mhc_base"),
+                  TensorInfo(p + f"hc_{site}_scale", (3,), "mhc_scale")]
+    return specs
+
+
 def _attention_inventory(config: Config, role, p: str) -> list[TensorInfo]:
-    d, h, hd = config.hidden_size, config.num_attention_heads, config.head_dim
-    specs = [TensorInfo(p + "attn.wq_a.weight", (config.q_lora_rank, d), "projection"),
-             TensorInfo(p + "attn.q_norm.weight", (config.q_lora_rank,), "norm"),
-             TensorInfo(p + "attn.wq_b.weight", (h * hd, config.q_lora_rank), "projection"),
-             TensorInfo(p + "attn.wkv.weight", (hd, d), "projection"),
-             TensorInfo(p + "attn.kv_norm.weight", (hd,), "norm"),
-             TensorInfo(p + "attn.wo_a.weight", (config.o_groups * config.o_lora_rank, h * hd // config.o_groups),
-                        "projection"),
-             TensorInfo(p + "attn.wo_b.weight", (d, config.o_groups * config.o_lora_rank), "projection"),
-             TensorInfo(p + "attn.attn_sink", (h,), "sink")]
+    d, hd = config.hidden_size, config.head_dim
+    specs = attention_core_inventory(config, p)
     if role.is_kv_source:
         specs += [TensorInfo(p + "attn.compressor.wkv.weight", (hd, d), "projection"),
                   TensorInfo(p + "attn.compressor.norm.weight", (hd,), "norm"),
@@ -79,6 +79,20 @@ def _attention_inventory(config: Config, role, p: str) -> list[TensorInfo]:
                              (config.index_n_heads * config.index_head_dim, config.q_lora_rank), "projection"),
                   TensorInfo(p + "attn.indexer.weights_proj.weight", (config.index_n_heads, d), "projection")]
     return specs
+
+
+def attention_core_inventory(config, p: str) -> list[TensorInfo]:
+    """The attention tensors every layer has (V4.1 and V4): query path, window KV, output projection, sink."""
+    d, h, hd = config.hidden_size, config.num_attention_heads, config.head_dim
+    return [TensorInfo(p + "attn.wq_a.weight", (config.q_lora_rank, d), "projection"),
+            TensorInfo(p + "attn.q_norm.weight", (config.q_lora_rank,), "norm"),
+            TensorInfo(p + "attn.wq_b.weight", (h * hd, config.q_lora_rank), "projection"),
+            TensorInfo(p + "attn.wkv.weight", (hd, d), "projection"),
+            TensorInfo(p + "attn.kv_norm.weight", (hd,), "norm"),
+            TensorInfo(p + "attn.wo_a.weight", (config.o_groups * config.o_lora_rank, h * hd // config.o_groups),
+                       "projection"),
+            TensorInfo(p + "attn.wo_b.weight", (d, config.o_groups * config.o_lora_rank), "projection"),
+            TensorInfo(p + "attn.attn_sink", (h,), "sink")]
 
 
 def _moe_inventory(config: Config, p: str) -> list[TensorInfo]:
@@ -114,6 +128,12 @@ def random_weights(config: Config, seed: int) -> dict[str, np.ndarray]:
     """In-memory float32 weights with the §12 distributions: projections N(0, 0.02), norm weights 1+N(0, 0.1),
     mHC fn N(0, 0.02), base N(0, 0.1), scale U(0.5, 1.5), attn_sink N(0, 1), gate bias N(0, 0.1), Engram table
     N(0, 0.5); the embedding (not listed in §12) N(0, 1), so layer 0 sees unit-RMS streams."""
+    return draw_weights(inventory(config), seed)
+
+
+def draw_weights(specs: list[TensorInfo], seed: int) -> dict[str, np.ndarray]:
+    """float32 arrays for `specs`, drawn in order from one PCG64 stream of `seed` by each spec's `init` kind
+    (random_weights' distributions; 'ape' -- the V4 compressor position bias -- N(0, 0.5))."""
     rng = np.random.default_rng(seed)
     draws = {
         "projection": lambda s: rng.normal(0.0, 0.02, s),
@@ -125,13 +145,19 @@ def random_weights(config: Config, seed: int) -> dict[str, np.ndarray]:
         "bias": lambda s: rng.normal(0.0, 0.1, s),
         "table": lambda s: rng.normal(0.0, 0.5, s),
         "embed": lambda s: rng.normal(0.0, 1.0, s),
+        "ape": lambda s: rng.normal(0.0, 0.5, s),
     }
-    return {spec.name: draws[spec.init](spec.shape).astype(np.float32) for spec in inventory(config)}
+    return {spec.name: draws[spec.init](spec.shape).astype(np.float32) for spec in specs}
 
 
 def check_weights(config: Config, weights: dict[str, np.ndarray], source: str = "weights") -> None:
     """Every tensor of the inventory present with its shape; WeightError naming the first that is not."""
-    for spec in inventory(config):
+    check_specs(inventory(config), weights, source)
+
+
+def check_specs(specs: list[TensorInfo], weights: dict[str, np.ndarray], source: str) -> None:
+    """Every tensor of `specs` present in `weights` with its shape; WeightError naming the first that is not."""
+    for spec in specs:
         if spec.name not in weights:
             raise WeightError(f"{source}: tensor {spec.name} is missing")
         if tuple(weights[spec.name].shape) != spec.shape:
@@ -144,7 +170,7 @@ def check_weights(config: Config, weights: dict[str, np.ndarray], source: str = 
 
 _FLOAT_DTYPES = {"F32": np.float32, "F16": np.float16, "BF16": ml_dtypes.bfloat16, "F64": np.float64}
 _BYTE_DTYPES = {"F8_E4M3": ml_dtypes.float8_e4m3fn, "F8_E8M0": ml_dtypes.float8_e8m0fnu, "U8": np.uint8,
-                "I8": np.int8}
+                "I8": np.int8, "I16": np.int16, "I32": np.int32, "I64": np.int64}
 INDEX_FILE = "model.safetensors.index.json"
 
 
@@ -154,6 +180,10 @@ def load_checkpoint(model_dir: str | pathlib.Path) -> tuple[Config, dict[str, np
     model_dir = pathlib.Path(model_dir)
     if not model_dir.is_dir():
         raise WeightError(f"checkpoint directory {model_dir} does not exist")
+    if _is_v4_checkpoint(model_dir):
+        from .weights_v4 import load_checkpoint_v4  # noqa: PLC0415 -- weights_v4 imports this module
+
+        return load_checkpoint_v4(model_dir)
     config = load_config(model_dir)
     raw = _read_raw_tensors(model_dir)
     weights = {}
@@ -161,6 +191,16 @@ def load_checkpoint(model_dir: str | pathlib.Path) -> tuple[Config, dict[str, np
         weights[spec.name] = _dequantized(spec, raw, model_dir)
     check_weights(config, weights, str(model_dir))
     return config, weights
+
+
+def _is_v4_checkpoint(model_dir: pathlib.Path) -> bool:
+    """config.json names model_type deepseek_v4 (load_config reports any unreadable file)."""
+    from .config_v4 import is_v4_document  # noqa: PLC0415
+
+    try:
+        return is_v4_document(json.loads((model_dir / "config.json").read_text(encoding="utf-8")))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
 
 
 def _shard_files(model_dir: pathlib.Path) -> list[pathlib.Path]:
