@@ -89,9 +89,8 @@ def config_v4_from_dict(document: dict, source: str = "<dict>") -> ConfigV4:
     n = values["num_hidden_layers"]
     values["compress_ratios"], values["layer_kinds"] = _schedule(document, n, source)
     values["hash_layer_ids"] = _hash_layers(document, n, source)
-    values["rope_scaling"], theta = _rope(document, source)
-    if theta is not None:
-        values["compress_rope_theta"] = theta
+    values["rope_scaling"], thetas = _rope(document, source)
+    values.update(thetas)
     config = ConfigV4(source=source, **values)
     validate_v4(config)
     return config
@@ -162,21 +161,22 @@ def _hash_layers(document: dict, n: int, source: str) -> tuple[int, ...]:
     return tuple(range(min(count, n)))
 
 
-def _rope(document: dict, source: str) -> tuple[RopeScaling | None, float | None]:
-    """YaRN of the compressed layers from `rope_scaling` (released) or `rope_parameters['compress']`
-    (transformers' nested form, which also carries the compress theta)."""
+def _rope(document: dict, source: str) -> tuple[RopeScaling | None, dict]:
+    """YaRN of the compressed layers from `rope_scaling` (released) or transformers' nested `rope_parameters`
+    {'main': ..., 'compress': ...}, whose thetas then override `rope_theta` / `compress_rope_theta`."""
     nested = document.get("rope_parameters")
     if isinstance(nested, dict) and isinstance(nested.get("compress"), dict):
-        compress = dict(nested["compress"])
-        theta = compress.get("rope_theta")
-        if compress.get("rope_type", "default") == "default":
-            return None, theta
-        return _rope_scaling(compress, source), theta
+        compress, main = nested["compress"], nested.get("main") or {}
+        thetas = {name: float(part["rope_theta"]) for name, part in (("compress_rope_theta", compress),
+                                                                     ("rope_theta", main)) if "rope_theta" in part}
+        if compress.get("rope_type", compress.get("type", "default")) == "default":
+            return None, thetas
+        return _rope_scaling(compress, source), thetas
     if "rope_scaling" in document:
-        return _rope_scaling(document["rope_scaling"], source), None
+        return _rope_scaling(document["rope_scaling"], source), {}
     if isinstance(nested, dict) and nested.get("rope_type", nested.get("type")) == "yarn":
-        return _rope_scaling(nested, source), None
-    return RopeScaling(), None
+        return _rope_scaling(nested, source), {}
+    return RopeScaling(), {}
 
 
 def validate_v4(config: ConfigV4) -> None:

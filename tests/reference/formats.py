@@ -271,11 +271,17 @@ def quantize_fp8_block32(w):
 
 def dequantize_fp8_block32(q, s) -> np.ndarray:
     """(E4M3 codes [r, c], E8M0 scales [ceil(r/32), ceil(c/32)]) -> float32 [r, c]."""
+    return dequantize_fp8_tiles(q, s, WEIGHT_TILE)
+
+
+def dequantize_fp8_tiles(q, s, tile: int) -> np.ndarray:
+    """(E4M3 codes [r, c], E8M0 scales [ceil(r/tile), ceil(c/tile)]) -> float32 [r, c]; V4.1 tiles are 32x32,
+    V4's 128x128."""
     q = np.asarray(q)
     s = np.asarray(s)
-    if q.ndim != 2 or s.shape != (_ceil_div(q.shape[0], WEIGHT_TILE), _ceil_div(q.shape[1], WEIGHT_TILE)):
-        raise ValueError(f"dequantize_fp8_block32: codes {q.shape} do not match scales {s.shape}")
-    scale = np.repeat(np.repeat(_e8m0_value(s.view(np.uint8)), WEIGHT_TILE, 0), WEIGHT_TILE, 1)
+    if q.ndim != 2 or s.shape != (_ceil_div(q.shape[0], tile), _ceil_div(q.shape[1], tile)):
+        raise ValueError(f"dequantize_fp8_tiles({tile}): codes {q.shape} do not match scales {s.shape}")
+    scale = np.repeat(np.repeat(_e8m0_value(s.view(np.uint8)), tile, 0), tile, 1)
     with np.errstate(over="ignore", invalid="ignore"):
         return _e4m3_value(q.view(np.uint8)) * scale[: q.shape[0], : q.shape[1]]
 

@@ -35,7 +35,7 @@ class NumericsV4(Numerics):
 
     def kv_row(self, x: np.ndarray) -> np.ndarray:
         """A window row or compressed entry after RoPE: FP8 non-RoPE part + BF16 RoPE part (faithful)."""
-        if not self.faithful:
+        if not self.faithful or x.size == 0:  # a call may close no window: nothing to quantize
             return x
         from . import formats  # noqa: PLC0415 -- clean mode needs nothing but numpy
 
@@ -43,7 +43,7 @@ class NumericsV4(Numerics):
 
     def index_vector(self, x: np.ndarray) -> np.ndarray:
         """An index key or query after RoPE: Hadamard-rotated, BF16, then MXFP4 (faithful); unchanged in clean."""
-        if not self.faithful:
+        if not self.faithful or x.size == 0:
             return x
         width = x.shape[-1]
         rotated = self.bf16(x @ hadamard(width).T * width**-0.5)

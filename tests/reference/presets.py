@@ -1,5 +1,6 @@
-"""Built-in configurations: the official V4.1-Flash text config (MODEL.md §1.1), the tiny test config of §12, and a
-second tiny config with other shapes (so nothing in the reference can be tuned to one shape).
+"""Built-in configurations: the official V4.1-Flash text config (MODEL.md §1.1), the tiny test config of §12, a
+second tiny config with other shapes (so nothing in the reference can be tuned to one shape), and a tiny
+DeepSeek-V4-Flash (deepseek_v4) config.
 
 These are config.json objects (flat, HF field names); `config_from_dict` turns them into a Config.
 """
@@ -7,6 +8,7 @@ These are config.json objects (flat, HF field names); `config_from_dict` turns t
 from __future__ import annotations
 
 from .config import Config, config_from_dict
+from .config_v4 import ConfigV4, config_v4_from_dict, is_v4_document
 
 OFFICIAL = {
     "model_type": "deepseek_v41",
@@ -152,11 +154,50 @@ TINY_ALT = {
     "engram_pad_token_id": 2,
 }
 
-PRESETS = {"official": OFFICIAL, "tiny": TINY, "tiny_alt": TINY_ALT}
+# DeepSeek-V4-Flash mode (model_type deepseek_v4) at CPU-test size: SWA, CSA (ratio 4, indexer with 16 heads) and a
+# small-ratio HCA layer, two hash-routed layers; widths that faithful numerics' V4 KV storage accepts (80 − 16 = 64
+# non-RoPE channels = one FP8 block; index heads of 32 = one MXFP4 block, a power of two for the Hadamard rotation).
+TINY_V4 = {
+    "model_type": "deepseek_v4",
+    "vocab_size": 256,
+    "hidden_size": 128,
+    "num_hidden_layers": 5,
+    "num_attention_heads": 4,
+    "head_dim": 80,
+    "qk_rope_head_dim": 16,
+    "q_lora_rank": 48,
+    "o_groups": 2,
+    "o_lora_rank": 32,
+    "sliding_window": 8,
+    "rope_theta": 10000.0,
+    "compress_rope_theta": 160000.0,
+    "rope_scaling": {"type": "yarn", "factor": 4, "original_max_position_embeddings": 32, "beta_fast": 32,
+                     "beta_slow": 1},
+    "compress_ratios": [0, 4, 8, 4, 0, 0],
+    "num_hash_layers": 2,
+    "index_n_heads": 16,
+    "index_head_dim": 32,
+    "index_topk": 4,
+    "n_routed_experts": 8,
+    "n_shared_experts": 1,
+    "num_experts_per_tok": 2,
+    "moe_intermediate_size": 32,
+    "scoring_func": "sqrtsoftplus",
+    "routed_scaling_factor": 1.5,
+    "swiglu_limit": 1.0,
+    "rms_norm_eps": 1e-6,
+    "hc_mult": 4,
+    "hc_sinkhorn_iters": 20,
+    "hc_eps": 1e-6,
+}
+
+PRESETS = {"official": OFFICIAL, "tiny": TINY, "tiny_alt": TINY_ALT, "tiny_v4": TINY_V4}
 
 
-def preset(name: str) -> Config:
-    """The built-in config `name` ('official', 'tiny', 'tiny_alt')."""
+def preset(name: str) -> Config | ConfigV4:
+    """The built-in config `name` ('official', 'tiny', 'tiny_alt'; 'tiny_v4' is a deepseek_v4 ConfigV4)."""
     if name not in PRESETS:
         raise KeyError(f"unknown preset {name!r}; known: {sorted(PRESETS)}")
+    if is_v4_document(PRESETS[name]):
+        return config_v4_from_dict(PRESETS[name], f"<preset {name}>")
     return config_from_dict(PRESETS[name], f"<preset {name}>")

@@ -4,8 +4,9 @@
         [--numerics clean|faithful] [--prefill exact|ced] [--index-key-quirk] [--golden FILE.npz] [--dump]
 
 --model DIR reads config.json + safetensors shards (tools/make-tiny-checkpoint writes them); --preset NAME --seed S
-uses in-memory random weights of a built-in config instead (official, tiny, tiny_alt -- the official one is far too
-large). With --json one JSON object is printed: tokens (greedy), logits_last (first 16 logits from which the last
+uses in-memory random weights of a built-in config instead (official, tiny, tiny_alt, tiny_v4 -- the official one is
+far too large). A config.json of model_type deepseek_v4 (V4-Flash) runs the V4 mode (model_v4.py); it has no CED
+prefill and no index-key quirk. With --json one JSON object is printed: tokens (greedy), logits_last (first 16 logits from which the last
 token was chosen; the prefill's when -n 0), prefill_logits_last (first 16 of the prompt's last-row logits).
 An `engram_token_map.json` in DIR (a JSON list: vocab id -> compressed id) replaces the tiny-checkpoint rule
 c = id mod engram_compressed_vocab_size; the official checkpoint needs it (built from its tokenizer, MODEL.md §7).
@@ -23,10 +24,13 @@ import sys
 
 import numpy as np
 
+from .config_v4 import ConfigV4
 from .dumps import Dump, merge_dumps
 from .model import Model, ModelError
+from .model_v4 import ModelV4
 from .presets import preset
 from .weights import load_checkpoint, random_weights
+from .weights_v4 import random_weights_v4
 
 LOGITS_SHOWN = 16
 
@@ -44,7 +48,8 @@ def parse_ids(text: str) -> list[int]:
 TOKEN_MAP_FILE = "engram_token_map.json"  # optional: the tokenizer-derived Engram map (§7 step 1), a list of ids
 
 
-def build_model(args) -> Model:
+def build_model(args) -> Model | ModelV4:
+    """The V4.1 Model, or ModelV4 for a deepseek_v4 config (which has no CED prefill and no index-key quirk)."""
     token_map = None
     if args.model:
         config, weights = load_checkpoint(args.model)
@@ -53,11 +58,16 @@ def build_model(args) -> Model:
             token_map = np.array(json.loads(map_file.read_text(encoding="utf-8")), dtype=np.int64)
     else:
         config = preset(args.preset)
-        weights = random_weights(config, args.seed)
+        weights = random_weights_v4(config, args.seed) if isinstance(config, ConfigV4) else \
+            random_weights(config, args.seed)
+    if isinstance(config, ConfigV4):
+        if args.prefill != "exact" or args.index_key_quirk:
+            raise ModelError(f"{config.source}: deepseek_v4 has neither --prefill ced nor --index-key-quirk")
+        return ModelV4(config, weights, args.numerics)
     return Model(config, weights, args.numerics, index_key_quirk=args.index_key_quirk, engram_token_map=token_map)
 
 
-def run(model: Model, prompt: list[int], steps: int, prefill: str, want_dump: bool) -> dict:
+def run(model: Model | ModelV4, prompt: list[int], steps: int, prefill: str, want_dump: bool) -> dict:
     """Greedy generation with every logits row kept; the dumps of all calls merged when asked."""
     dumps = []
     first = Dump() if want_dump else None
@@ -86,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.reference.run", description=__doc__.split("\n\n")[0])
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--model", help="checkpoint directory (config.json + safetensors)")
-    source.add_argument("--preset", help="built-in config with random weights: official, tiny, tiny_alt")
+    source.add_argument("--preset", help="built-in config with random weights: official, tiny, tiny_alt, tiny_v4")
     parser.add_argument("--seed", type=int, default=0, help="random-weights seed for --preset")
     parser.add_argument("--prompt-ids", required=True, help="comma-separated token ids")
     parser.add_argument("-n", type=int, default=1, help="tokens to generate greedily")

@@ -2,8 +2,8 @@
 (MODEL.md §2.1, §2.4, §12).
 
 Weights are a dict {HF tensor name: float32 array}, names as in the released checkpoint with prefix `layers.{i}.`,
-torch [out, in] order. The loader dequantizes every stored format to float32 (FP8 E4M3 with 32×32 UE8M0 block
-scales, MXFP4 experts, FP8 Engram tables with per-32 scales; BF16/F16/F32 converted).
+torch [out, in] order. The loader dequantizes every stored format to float32 (FP8 E4M3 with 32×32 -- V4: 128×128 --
+UE8M0 block scales, MXFP4 experts, FP8 Engram tables with per-32 scales; BF16/F16/F32 converted).
 """
 
 from __future__ import annotations
@@ -273,13 +273,26 @@ def _dequantized(spec: TensorInfo, raw: dict[str, RawTensor], model_dir: pathlib
         if spec.name.endswith("engram.embed.weight"):
             _expect_shape(scale, (rows, -(-cols // 32)), scale_name, tensor.file)
             return np.asarray(formats.dequantize_fp8_rows32(codes, scale), dtype=np.float32)
-        _expect_shape(scale, (-(-rows // 32), -(-cols // 32)), scale_name, tensor.file)
-        return np.asarray(formats.dequantize_fp8_block32(codes, scale), dtype=np.float32)
+        tile = _fp8_tile(scale.shape, rows, cols)
+        _expect_shape(scale, (-(-rows // tile), -(-cols // tile)), scale_name, tensor.file)
+        return np.asarray(formats.dequantize_fp8_tiles(codes, scale, tile), dtype=np.float32)
     packed = tensor.array.view(np.uint8)  # I8 or U8: two E2M1 codes per byte
     if packed.shape != (rows, cols // 2) or cols % 2:
         raise WeightError(f"{where} (packed E2M1) has shape {packed.shape}, expected {(rows, cols // 2)}")
     _expect_shape(scale, (rows, -(-cols // 32)), scale_name, tensor.file)
     return np.asarray(formats.dequantize_mxfp4_weight(packed, scale), dtype=np.float32)
+
+
+FP8_TILES = (32, 128)  # V4.1 checkpoints use 32x32 scale tiles, V4 ones 128x128 (MODEL.md §2.1)
+
+
+def _fp8_tile(scale_shape: tuple[int, ...], rows: int, cols: int) -> int:
+    """The tile edge whose scale grid has `scale_shape` (unambiguous: two grids only coincide when every tile edge
+    covers the whole matrix, where the tile size does not matter); 32 when none does (the caller reports it)."""
+    for tile in FP8_TILES:
+        if tuple(scale_shape) == (-(-rows // tile), -(-cols // tile)):
+            return tile
+    return FP8_TILES[0]
 
 
 def _expect_shape(scale: np.ndarray, shape: tuple[int, int], name: str, file: pathlib.Path) -> None:
