@@ -22,6 +22,7 @@ import pytest
 
 from reference import formats
 from reference.compare import compare_logits, relative_error
+from reference.compare import main as compare_main
 from reference.config import ConfigError
 from reference.config_v4 import config_v4_from_dict
 from reference.dumps import Dump, merge_dumps
@@ -265,6 +266,20 @@ def write_safetensors(path: pathlib.Path, tensors: dict[str, tuple[str, np.ndarr
     text = json.dumps(header).encode()
     text += b" " * (-len(text) % 8)
     path.write_bytes(len(text).to_bytes(8, "little") + text + b"".join(blobs))
+
+
+def test_golden_file_of_a_v4_run_compares_equal_to_itself_and_unequal_to_another_seed(tmp_path, capsys):
+    """run.py --golden --dump on V4 and compare.py: identical runs agree in every dump array (HCA selections are
+    not judged against a CSA layer's index scores), a different seed's run does not."""
+    files = []
+    for seed in (1, 1, 2):
+        files.append(tmp_path / f"run{len(files)}.npz")
+        assert run_main(["--preset", "tiny_v4", "--seed", str(seed), "--prompt-ids", "1,2,3,4,5,6,7,8,9,10,11",
+                         "-n", "3", "--golden", str(files[-1]), "--dump"]) == 0
+    assert "layer2.selection" in np.load(files[0]) and "layer2.topk" not in np.load(files[0])
+    assert compare_main([str(files[0]), str(files[1])]) == 0
+    assert compare_main([str(files[0]), str(files[2])]) == 1
+    capsys.readouterr()
 
 
 def test_command_line_runs_a_v4_checkpoint(capsys):

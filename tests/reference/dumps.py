@@ -9,7 +9,8 @@ Keys (n = rows of the call, E = entries of an owner's cache):
   layer{L}.pool [n, E] (candidate source);              layer{L}.topk [n, index_topk] (selection used, −1 padded);
   layer{L}.attn_output [n, D] (y);                      layer{L}.experts / layer{L}.routing [n, k];
   layer{L}.ffn_output [n, D] (z);                       layer{L}.streams [n, hc, D] (after the block);
-  layer{L}.entries [E, head_dim], layer{L}.index_keys [E, index_head_dim] (the owner's whole cache after the call).
+  layer{L}.entries [E, head_dim], layer{L}.index_keys [E, index_head_dim] (the owner's whole cache after the call);
+  layer{L}.selection [n, E] (V4 HCA layers: every visible entry, −1 padded).
 """
 
 from __future__ import annotations

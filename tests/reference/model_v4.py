@@ -152,9 +152,10 @@ class ModelV4:
             n_visible = visible_entries(ctx.positions, role.ratio)
             if role.kind == "csa":
                 selection = self._select(role, u, cq, state, ctx, n_visible)
-            else:
+                ctx.record(layer, "topk", selection)
+            else:  # not "topk": compare.py would judge it against the nearest layer's index scores
                 selection = all_visible(n_visible, entries.shape[0])
-            ctx.record(layer, "topk", selection)
+                ctx.record(layer, "selection", selection)
             ctx.record(layer, "entries", entries)
         o = attention_with_sink(q, keys, visible, entries, selection, self.weights[p + "attn.attn_sink"], num)
         y = output_projection(o, ctx.positions, self.weights, p, c, rope, num)
