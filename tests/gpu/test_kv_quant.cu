@@ -25,6 +25,7 @@
 
 #include "catch.hpp"
 #include "cuda_check.cuh"
+#include "gpu_test_env.hpp"
 #include "kv_quant.cuh"
 
 namespace {
@@ -36,17 +37,8 @@ constexpr uint8_t kPoisons[2] = {0xA5, 0x5A};
 constexpr size_t kGuardBytes = 64;
 constexpr auto kAuto = fc::KvKernelVariant::kAuto;
 
-bool small_scale() {
-  const char* scale = std::getenv("FLASHKV_TEST_SCALE");
-  return scale != nullptr && std::string(scale) == "small";
-}
-
-uint64_t fresh_seed() {
-  std::random_device device;
-  const auto ticks =
-      static_cast<uint64_t>(std::chrono::high_resolution_clock::now().time_since_epoch().count());
-  return (static_cast<uint64_t>(device()) << 32) ^ device() ^ ticks;
-}
+using flashkv::test::fresh_seed;
+using flashkv::test::small_scale;
 
 // Owns `bytes` of device memory plus a guard tail; freed on scope exit.
 class DeviceBytes {

@@ -1,0 +1,57 @@
+// CUDA sparse attention with sink (spec/MODEL.md §5.7, faithful numerics) for the V4.1 shape: 64 query heads
+// of 512 channels sharing one latent key = value (MQA). For each query row the keys are its visible window
+// rows (FP8 E4M3 records, 528 B, §2.2.1) followed by its selected compressed entries (NVFP4 records, 288 B,
+// §2.2.2); one softmax per head runs over that union with exp(sink_h) added to the denominator only, the
+// probabilities are rounded fp32 -> BF16 before P·V, and the output is rounded to BF16 — the contract of
+// Backend::sparse_attention in faithful mode (lib/backend/backend.hpp). Inverse RoPE is not applied here: it
+// stays in Backend::output_projection, as on the CPU engine.
+//
+// How: one CTA per query row. Key rows are dequantized from their records into shared memory as BF16 tiles
+// of 64 keys (both record kinds decode to values that BF16 holds exactly, so no rounding happens there) and
+// never written back to device memory. S = Q·Kᵀ and O = P·V run on the tensor cores (mma.sync m16n8k16 BF16,
+// fp32 accumulate) with the 64 heads as the M dimension. All logits of the row stay in shared memory (fp32),
+// so the softmax is normalised before P is rounded, exactly as the spec orders it.
+//
+// Contract:
+//   - q: [n, 64·512] BF16 bits (the engine's activations after RoPE), row-major, 4-byte aligned.
+//   - window_records: a pool of FP8 records; window_rows: [n, window_cap] indices into it, -1 = no key (the
+//     caller lists exactly the rows visible to each query, s − W < t ≤ s). May be null when window_cap == 0.
+//   - entry_records: a pool of NVFP4 records; selection: [n, topk] indices into it, -1 = none; repeated
+//     indices count as repeated keys (as on the CPU). May be null when topk == 0.
+//   - Record pools are 16-byte aligned; every listed index is in range (not checked: device data).
+//   - window_cap, topk >= 0 and window_cap + topk <= kSparseAttentionMaxKeys; n >= 0 (0 launches nothing).
+//   - sink: [64] fp32 logits. out: [n, 64·512] BF16 bits, 4-byte aligned, not overlapping the inputs.
+//   - A row with no keys gets an all-zero output (the sink takes the whole mass).
+//   - Work is enqueued on `stream`; the call does not synchronize.
+// Errors: bad arguments throw flashkv::Error(kInvalidArgument) before anything is enqueued; a failed launch
+// throws flashkv::Error(kDevice). Threading: no state; concurrent calls on different streams are safe.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace flashkv::cuda {
+
+constexpr int kSparseAttentionHeads = 64;
+constexpr int kSparseAttentionDim = 512;
+// Window rows + selected entries per query row: all logits of a row must fit in shared memory (64 heads x
+// 640 keys x 4 B = 160 KB next to a 64 KB key tile).
+constexpr int kSparseAttentionMaxKeys = 640;
+
+struct SparseAttentionArgs {
+  const uint16_t* q = nullptr;
+  int64_t n = 0;
+  const uint8_t* window_records = nullptr;
+  const int32_t* window_rows = nullptr;
+  int window_cap = 0;
+  const uint8_t* entry_records = nullptr;
+  const int32_t* selection = nullptr;
+  int topk = 0;
+  const float* sink = nullptr;
+  uint16_t* out = nullptr;
+};
+
+void sparse_attention(const SparseAttentionArgs& args, cudaStream_t stream);
+
+}  // namespace flashkv::cuda

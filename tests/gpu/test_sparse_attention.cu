@@ -1,0 +1,411 @@
+// The CUDA sparse attention (kernels/sparse_attention.cuh) against CpuBackend::sparse_attention in faithful
+// mode, on fresh random problems: decode batches of several sequences (each its own window and entry cache),
+// a prefill chunk, window fills below 128, selections with -1 holes and repeated indices, empty selections,
+// rows with no keys at all, top-k sizes that are not a multiple of the 64-key tile, layers without entries.
+//
+// Tolerance (per output element, derived, not fitted). Both sides see the same BF16 q and the same key values
+// (FP8 and NVFP4 decode exactly into BF16). The CPU evaluates logits, softmax and P·V in double; the GPU in
+// fp32 (tensor-core dot products, expf, a correctly rounded division). Their fp32 probabilities then differ
+// by ~1e-6 relative, so p rounded to BF16 is identical except where fp32(p) lies within that distance of a
+// BF16 rounding midpoint: there the two may be one BF16 ulp apart. The test recomputes the softmax in double
+// and, for each key whose fp32(p) is within 2^-14 (relative) of a midpoint, allows ulp(p)·|v_c|. On top:
+// 1e-4·Σ_t p_t·|v_tc| for fp32 accumulation over <= 640 keys, and one BF16 ulp of the output for its final
+// rounding. A missing, duplicated or misplaced key moves an element by ~p_t·|v_tc| (~1e-3 here), well
+// above that bound, and a NaN (the output is poisoned before each launch) always fails.
+//
+// FLASHKV_TEST_SCALE=small shrinks the cases for compute-sanitizer runs.
+#include <cuda_runtime.h>
+
+#include <flashkv/error.hpp>
+#include <flashkv/numeric/kv_records.hpp>
+#include <flashkv/numeric/scalar_codecs.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "catch.hpp"
+#include "cuda_check.cuh"
+#include "gpu_test_env.hpp"
+#include "sparse_attention.cuh"
+#include "sparse_attention_oracle.hpp"
+
+namespace {
+
+namespace nm = flashkv::numeric;
+namespace fc = flashkv::cuda;
+
+constexpr int kHeads = fc::kSparseAttentionHeads;
+constexpr int kDim = fc::kSparseAttentionDim;
+constexpr int kRowWidth = kHeads * kDim;
+const size_t kFp8Bytes = nm::fp8_row_bytes(kDim);
+const size_t kNvfp4Bytes = nm::nvfp4_entry_bytes(kDim);
+
+using flashkv::test::fresh_seed;
+using flashkv::test::small_scale;
+
+template <typename T>
+class DeviceArray {
+ public:
+  explicit DeviceArray(const std::vector<T>& host) : count_(std::max<size_t>(host.size(), 1)) {
+    FKV_CUDA_CHECK(cudaMalloc(&ptr_, count_ * sizeof(T)));
+    if (!host.empty())
+      FKV_CUDA_CHECK(cudaMemcpy(ptr_, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  ~DeviceArray() { cudaFree(ptr_); }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  T* get() const { return ptr_; }
+  std::vector<T> download(size_t count) const {
+    std::vector<T> host(count);
+    FKV_CUDA_CHECK(cudaMemcpy(host.data(), ptr_, count * sizeof(T), cudaMemcpyDeviceToHost));
+    return host;
+  }
+
+ private:
+  T* ptr_ = nullptr;
+  size_t count_;
+};
+
+float bf16_round(float x) {
+  return nm::bf16_to_float(nm::bf16_from_float(x));
+}
+
+// The distance between x and the next BF16 value away from zero (x a BF16 value).
+double bf16_ulp(double x) {
+  if (x == 0.0) return std::ldexp(1.0, -133);
+  int exponent = 0;
+  std::frexp(std::fabs(x), &exponent);  // |x| in [2^(e-1), 2^e)
+  return std::ldexp(1.0, exponent - 1 - 7);
+}
+
+// True when fp32 p lies within 2^-14 (relative) of a BF16 rounding midpoint.
+bool near_bf16_midpoint(float p) {
+  uint32_t bits;
+  std::memcpy(&bits, &p, sizeof bits);
+  const uint32_t mid_bits = (bits & 0xFFFF0000u) | 0x8000u;
+  float mid;
+  std::memcpy(&mid, &mid_bits, sizeof mid);
+  return std::fabs(static_cast<double>(p) - mid) <= std::ldexp(std::fabs(static_cast<double>(p)), -14);
+}
+
+// ---- one sequence: its window rows, compressed entries, queries and selections
+// ------------------------------
+
+struct Shape {
+  const char* name;
+  int sequences;
+  int queries;      // per sequence (1 = decode)
+  int history;      // window positions before the first query
+  int missing_pct;  // window rows absent from the ring
+  int entries;      // compressed entries of the sequence
+  int topk;
+  int hole_pct;    // -1 slots in the selection
+  int repeat_pct;  // slots repeating an earlier slot's index
+  int sliding_window;
+};
+
+struct Sequence {
+  int64_t n = 0;
+  std::vector<int64_t> query_positions;
+  std::vector<int64_t> window_positions;
+  std::vector<float> window;  // dequantized FP8 rows
+  std::vector<uint8_t> window_records;
+  int64_t entry_count = 0;
+  std::vector<uint8_t> entries;  // NVFP4 records
+  std::vector<int32_t> selection;
+  std::vector<float> q;  // BF16 values
+};
+
+// A latent row: normal channels times a per-row magnitude, so the records use a spread of scales.
+std::vector<float> latent_row(std::mt19937_64& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const float magnitude = std::exp(0.5f * normal(rng));
+  std::vector<float> row(kDim);
+  for (float& x : row) x = magnitude * normal(rng);
+  return row;
+}
+
+Sequence make_sequence(const Shape& shape, std::mt19937_64& rng) {
+  std::uniform_int_distribution<int> percent(0, 99);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  Sequence s;
+  s.n = shape.queries;
+  for (int i = 0; i < shape.queries; ++i) s.query_positions.push_back(shape.history + i);
+  const int64_t first = std::max<int64_t>(0, shape.history - (shape.sliding_window - 1));
+  for (int64_t p = first; p < shape.history + shape.queries; ++p) {
+    if (percent(rng) < shape.missing_pct) continue;
+    const std::vector<float> row = latent_row(rng);
+    std::vector<uint8_t> record(kFp8Bytes);
+    std::vector<float> decoded(kDim);
+    nm::quantize_fp8_row(row.data(), kDim, record.data());
+    nm::dequantize_fp8_row(record.data(), kDim, decoded.data());
+    s.window_positions.push_back(p);
+    s.window.insert(s.window.end(), decoded.begin(), decoded.end());
+    s.window_records.insert(s.window_records.end(), record.begin(), record.end());
+  }
+  s.entry_count = shape.entries;
+  for (int j = 0; j < shape.entries; ++j) {
+    const std::vector<float> row = latent_row(rng);
+    std::vector<uint8_t> record(kNvfp4Bytes);
+    nm::quantize_nvfp4_entry(row.data(), kDim, record.data());
+    s.entries.insert(s.entries.end(), record.begin(), record.end());
+  }
+  std::uniform_int_distribution<int32_t> entry(0, std::max(0, shape.entries - 1));
+  for (int i = 0; i < shape.queries; ++i) {
+    for (int k = 0; k < shape.topk; ++k) {
+      int32_t v = shape.entries > 0 && percent(rng) >= shape.hole_pct ? entry(rng) : -1;
+      if (k > 0 && percent(rng) < shape.repeat_pct) v = s.selection[s.selection.size() - 1 - (rng() % k)];
+      s.selection.push_back(v);
+    }
+  }
+  // q: BF16 values, a per-head amplitude so some heads are peaked and some flat
+  s.q.resize(static_cast<size_t>(shape.queries) * kRowWidth);
+  std::uniform_real_distribution<float> amplitude(0.3f, 2.5f);
+  for (int i = 0; i < shape.queries; ++i) {
+    for (int h = 0; h < kHeads; ++h) {
+      const float a = amplitude(rng);
+      float* head = s.q.data() + static_cast<size_t>(i) * kRowWidth + h * kDim;
+      for (int c = 0; c < kDim; ++c) head[c] = bf16_round(a * normal(rng));
+    }
+  }
+  return s;
+}
+
+// The keys (dequantized rows) query row i attends to, in the CPU backend's order.
+std::vector<const float*> keys_of(const Sequence& s, int64_t i, int64_t sliding_window,
+                                  std::vector<float>& entry_storage) {
+  std::vector<const float*> keys;
+  const int64_t position = s.query_positions[static_cast<size_t>(i)];
+  for (size_t t = 0; t < s.window_positions.size(); ++t) {
+    const int64_t p = s.window_positions[t];
+    if (p <= position && p > position - sliding_window) keys.push_back(s.window.data() + t * kDim);
+  }
+  const size_t topk = s.selection.size() / static_cast<size_t>(s.n);
+  entry_storage.assign(topk * kDim, 0.0f);
+  for (size_t k = 0; k < topk; ++k) {
+    const int32_t e = s.selection[static_cast<size_t>(i) * topk + k];
+    if (e < 0) continue;
+    nm::dequantize_nvfp4_entry(s.entries.data() + static_cast<size_t>(e) * kNvfp4Bytes, kDim,
+                               entry_storage.data() + k * kDim);
+    keys.push_back(entry_storage.data() + k * kDim);
+  }
+  return keys;
+}
+
+struct Comparison {
+  int64_t checked = 0;
+  int64_t equal = 0;
+  int64_t bad = 0;
+  double worst_ratio = 0;  // max |got - want| / tolerance
+  std::string first_bad;
+};
+
+// Compares one query row (all heads) with the flip-aware bound of the header comment.
+void compare_row(const Sequence& s, int64_t i, int64_t sliding_window, const std::vector<float>& sink,
+                 const float* want, const float* got, const std::string& where, Comparison& result) {
+  std::vector<float> entry_storage;
+  const std::vector<const float*> keys = keys_of(s, i, sliding_window, entry_storage);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(kDim));
+  std::vector<double> p(keys.size()), flip(keys.size());
+  std::vector<double> mass(kDim), slack(kDim);
+  for (int h = 0; h < kHeads; ++h) {
+    const float* q = s.q.data() + static_cast<size_t>(i) * kRowWidth + h * kDim;
+    double peak = sink[static_cast<size_t>(h)];
+    for (size_t t = 0; t < keys.size(); ++t) {
+      double dot = 0;
+      for (int c = 0; c < kDim; ++c) dot += static_cast<double>(q[c]) * keys[t][c];
+      p[t] = dot * scale;
+      peak = std::max(peak, p[t]);
+    }
+    double z = std::exp(sink[static_cast<size_t>(h)] - peak);
+    for (size_t t = 0; t < keys.size(); ++t) z += (p[t] = std::exp(p[t] - peak));
+    for (size_t t = 0; t < keys.size(); ++t) {
+      const float p32 = static_cast<float>(p[t] / z);
+      p[t] = bf16_round(p32);
+      flip[t] = near_bf16_midpoint(p32) ? bf16_ulp(p[t]) : 0.0;
+    }
+    std::fill(mass.begin(), mass.end(), 0.0);
+    std::fill(slack.begin(), slack.end(), 0.0);
+    for (size_t t = 0; t < keys.size(); ++t) {
+      for (int c = 0; c < kDim; ++c) {
+        const double v = std::fabs(static_cast<double>(keys[t][c]));
+        mass[static_cast<size_t>(c)] += p[t] * v;
+        slack[static_cast<size_t>(c)] += flip[t] * v;
+      }
+    }
+    for (int c = 0; c < kDim; ++c) {
+      const size_t at = static_cast<size_t>(h) * kDim + c;
+      const double w = want[at], g = got[at];
+      const double tolerance = slack[static_cast<size_t>(c)] + 1e-4 * mass[static_cast<size_t>(c)] +
+                               bf16_ulp(std::max(std::fabs(w), std::fabs(g))) + 1e-30;
+      const double error = std::fabs(g - w);
+      ++result.checked;
+      if (g == w) ++result.equal;
+      const bool ok = error <= tolerance;  // false for NaN
+      result.worst_ratio = std::max(result.worst_ratio, ok ? error / tolerance : HUGE_VAL);
+      if (!ok) {
+        if (result.bad == 0) {
+          char text[320];
+          std::snprintf(text, sizeof text,
+                        "%s row %lld head %d channel %d: gpu %.9g cpu %.9g |diff| %.3g > tolerance %.3g "
+                        "(keys %zu, sum p|v| %.4g)",
+                        where.c_str(), static_cast<long long>(i), h, c, g, w, error, tolerance, keys.size(),
+                        mass[static_cast<size_t>(c)]);
+          result.first_bad = text;
+        }
+        ++result.bad;
+      }
+    }
+  }
+}
+
+void check_shape(Shape shape) {
+  if (small_scale()) {
+    shape.sequences = std::min(shape.sequences, 2);
+    shape.queries = std::min(shape.queries, 2);
+  }
+  const uint64_t seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.5f);
+  std::vector<float> sink(kHeads);
+  for (float& x : sink) x = normal(rng);
+  std::vector<Sequence> sequences;
+  for (int i = 0; i < shape.sequences; ++i) sequences.push_back(make_sequence(shape, rng));
+
+  // Device pools: every sequence's window records and entries back to back; per query row the visible
+  // window rows (shuffled, with -1 holes) and the selection, both as pool indices.
+  const int window_cap = shape.sliding_window;
+  std::vector<uint8_t> window_pool, entry_pool;
+  std::vector<int32_t> window_rows, selection;
+  std::vector<uint16_t> q_bits;
+  int64_t rows = 0;
+  for (const Sequence& s : sequences) {
+    const auto window_base = static_cast<int32_t>(window_pool.size() / kFp8Bytes);
+    const auto entry_base = static_cast<int32_t>(entry_pool.size() / kNvfp4Bytes);
+    window_pool.insert(window_pool.end(), s.window_records.begin(), s.window_records.end());
+    entry_pool.insert(entry_pool.end(), s.entries.begin(), s.entries.end());
+    for (int64_t i = 0; i < s.n; ++i) {
+      const int64_t position = s.query_positions[static_cast<size_t>(i)];
+      std::vector<int32_t> visible;
+      for (size_t t = 0; t < s.window_positions.size(); ++t) {
+        const int64_t p = s.window_positions[t];
+        if (p <= position && p > position - shape.sliding_window)
+          visible.push_back(window_base + static_cast<int32_t>(t));
+      }
+      REQUIRE(static_cast<int>(visible.size()) <= window_cap);
+      visible.resize(static_cast<size_t>(window_cap), -1);
+      std::shuffle(visible.begin(), visible.end(), rng);
+      window_rows.insert(window_rows.end(), visible.begin(), visible.end());
+      for (int k = 0; k < shape.topk; ++k) {
+        const int32_t e = s.selection[static_cast<size_t>(i * shape.topk + k)];
+        selection.push_back(e < 0 ? -1 : entry_base + e);
+      }
+    }
+    for (float x : s.q) q_bits.push_back(nm::bf16_from_float(x));
+    rows += s.n;
+  }
+  const DeviceArray<uint16_t> d_q(q_bits);
+  const DeviceArray<uint8_t> d_window(window_pool), d_entries(entry_pool);
+  const DeviceArray<int32_t> d_window_rows(window_rows), d_selection(selection);
+  const DeviceArray<float> d_sink(sink);
+  const DeviceArray<uint16_t> d_out(std::vector<uint16_t>(static_cast<size_t>(rows) * kRowWidth, 0xFFFF));
+
+  fc::SparseAttentionArgs args;
+  args.q = d_q.get();
+  args.n = rows;
+  args.window_records = d_window.get();
+  args.window_rows = d_window_rows.get();
+  args.window_cap = window_cap;
+  args.entry_records = d_entries.get();
+  args.selection = d_selection.get();
+  args.topk = shape.topk;
+  args.sink = d_sink.get();
+  args.out = d_out.get();
+  fc::sparse_attention(args, nullptr);
+  FKV_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<uint16_t> out_bits = d_out.download(static_cast<size_t>(rows) * kRowWidth);
+
+  Comparison result;
+  int64_t row0 = 0;
+  for (size_t si = 0; si < sequences.size(); ++si) {
+    const Sequence& s = sequences[si];
+    flashkv::test::AttentionProblem problem;
+    problem.q = s.q.data();
+    problem.n = s.n;
+    problem.heads = kHeads;
+    problem.dim = kDim;
+    problem.window = s.window.data();
+    problem.window_count = static_cast<int64_t>(s.window_positions.size());
+    problem.window_positions = s.window_positions.data();
+    problem.query_positions = s.query_positions.data();
+    problem.sliding_window = shape.sliding_window;
+    problem.entries = s.entries.data();
+    problem.entry_count = s.entry_count;
+    problem.selection = s.selection.data();
+    problem.topk = shape.topk;
+    problem.sink = sink.data();
+    std::vector<float> want(static_cast<size_t>(s.n) * kRowWidth);
+    flashkv::test::cpu_sparse_attention_faithful(problem, want.data());
+    std::vector<float> got(want.size());
+    for (size_t k = 0; k < got.size(); ++k)
+      got[k] = nm::bf16_to_float(out_bits[static_cast<size_t>(row0) * kRowWidth + k]);
+    for (int64_t i = 0; i < s.n; ++i) {
+      compare_row(s, i, shape.sliding_window, sink, want.data() + i * kRowWidth, got.data() + i * kRowWidth,
+                  std::string(shape.name) + " sequence " + std::to_string(si), result);
+    }
+    row0 += s.n;
+  }
+  std::printf(
+      "sparse attention %-22s rows %3lld: %lld/%lld elements bit-equal to the CPU, worst error %.3f of "
+      "its bound, %lld over (seed %llu)\n",
+      shape.name, static_cast<long long>(rows), static_cast<long long>(result.equal),
+      static_cast<long long>(result.checked), result.worst_ratio, static_cast<long long>(result.bad),
+      static_cast<unsigned long long>(seed));
+  INFO("seed " << seed << ": " << result.bad << " of " << result.checked
+               << " elements out of bounds; first: " << result.first_bad);
+  REQUIRE(result.bad == 0);
+}
+
+}  // namespace
+
+TEST_CASE("GPU sparse attention equals the CPU backend (faithful)", "[gpu][sparse_attention]") {
+  // name, sequences, queries, history, missing%, entries, topk, hole%, repeat%, window
+  check_shape({"decode batch", 5, 1, 300, 0, 2000, 512, 5, 0, 128});
+  check_shape({"decode window fill<128", 3, 1, 70, 10, 900, 512, 20, 5, 128});
+  check_shape({"prefill chunk", 1, 12, 120, 0, 700, 300, 10, 10, 128});
+  check_shape({"topk 77, repeats", 2, 3, 40, 30, 50, 77, 15, 30, 128});
+  check_shape({"tiny: 3 window, 5 topk", 2, 2, 1, 0, 6, 5, 20, 0, 128});
+  check_shape({"window only (no entries)", 2, 2, 200, 0, 0, 0, 0, 0, 128});
+  check_shape({"empty selection", 2, 2, 30, 0, 100, 64, 100, 0, 128});
+  check_shape({"no keys at all", 1, 2, 0, 100, 10, 40, 100, 0, 128});
+}
+
+TEST_CASE("GPU sparse attention rejects bad arguments", "[gpu][sparse_attention]") {
+  fc::SparseAttentionArgs args;
+  args.n = 1;
+  args.window_cap = 128;
+  args.topk = 513;
+  bool threw = false;
+  try {
+    fc::sparse_attention(args, nullptr);
+  } catch (const flashkv::Error& e) {
+    threw = std::string(e.what()).find("at most") != std::string::npos;
+  }
+  CHECK(threw);
+  args.topk = 512;
+  threw = false;
+  try {
+    fc::sparse_attention(args, nullptr);  // q is null
+  } catch (const flashkv::Error& e) {
+    threw = std::string(e.what()).find("q is null") != std::string::npos;
+  }
+  CHECK(threw);
+}
