@@ -24,7 +24,8 @@ from reference import formats
 from reference.compare import compare_logits, relative_error
 from reference.compare import main as compare_main
 from reference.config import ConfigError
-from reference.config_v4 import config_v4_from_dict
+from reference.config_v4 import (config_v4_from_dict, global_kv_bytes_per_token_v4, index_key_bytes_v4,
+                                 kv_row_bytes_v4, window_bytes_per_session_v4)
 from reference.dumps import Dump, merge_dumps
 from reference.model import ModelError
 from reference.model_v4 import ModelV4
@@ -90,6 +91,19 @@ def test_layer_kinds_follow_the_official_ratio_rule():
     config = preset("tiny_v4")
     assert config.layer_kinds == ("swa", "csa", "hca", "csa", "swa")
     assert config.hash_layer_ids == (0, 1) and config.rms_norm_eps == 1e-6
+
+
+def test_official_v4_flash_plan_and_kv_bytes():
+    """MODEL.md §1.1/§8.2: 2 SWA layers then 21 CSA and 20 HCA layers alternating, first 3 hash-routed; 584 B rows,
+    68 B index keys, 21·(584+68)/4 + 20·584/128 ≈ 3514 B of global KV per token."""
+    config = preset("official_v4")
+    assert config.layer_kinds[:4] == ("swa", "swa", "csa", "hca") and config.layer_kinds.count("csa") == 21
+    assert config.layer_kinds.count("hca") == 20 and set(config.compress_ratios) == {0, 4, 128}
+    assert config.hash_layer_ids == (0, 1, 2)
+    assert (kv_row_bytes_v4(config), index_key_bytes_v4(config)) == (584, 68)
+    assert global_kv_bytes_per_token_v4(config) == 21 * (584 + 68) / 4 + 20 * 584 / 128
+    assert round(global_kv_bytes_per_token_v4(config)) == 3514
+    assert window_bytes_per_session_v4(config) == 43 * 128 * 584
 
 
 # ---------------------------------------------------------------------------------------------------------

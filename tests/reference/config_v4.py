@@ -213,3 +213,31 @@ class LayerRoleV4:
 def layer_plan_v4(config: ConfigV4) -> list[LayerRoleV4]:
     return [LayerRoleV4(i, r, k, i in config.hash_layer_ids, "base" if k == "swa" else "compress")
             for i, (r, k) in enumerate(zip(config.compress_ratios, config.layer_kinds))]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Record sizes and cache bytes (MODEL.md §2.2 last paragraph, §8.2's V4 estimate)
+
+
+def kv_row_bytes_v4(config: ConfigV4) -> int:
+    """A V4 window row or compressed entry: FP8 non-RoPE channels + UE8M0 per 64 + BF16 RoPE, padded to 8 (584)."""
+    from .formats import v4_kv_record_bytes  # noqa: PLC0415 -- config stays free of the number formats otherwise
+
+    return v4_kv_record_bytes(config.head_dim, config.qk_rope_head_dim)
+
+
+def index_key_bytes_v4(config: ConfigV4) -> int:
+    """An MXFP4 index key: half a byte per channel + one E8M0 scale per 32 channels (68 for 128)."""
+    return config.index_head_dim // 2 + config.index_head_dim // 32
+
+
+def global_kv_bytes_per_token_v4(config: ConfigV4) -> float:
+    """Σ over compressed layers of (entry [+ index key on CSA layers]) / ratio: ≈3514 for V4-Flash."""
+    per_layer = (kv_row_bytes_v4(config) + (index_key_bytes_v4(config) if kind == "csa" else 0)
+                 for kind in config.layer_kinds if kind != "swa")
+    return sum(b / r for b, r in zip(per_layer, [r for r in config.compress_ratios if r]))
+
+
+def window_bytes_per_session_v4(config: ConfigV4) -> int:
+    """Every layer's SWA ring of V4 rows."""
+    return config.num_hidden_layers * config.sliding_window * kv_row_bytes_v4(config)

@@ -1,6 +1,6 @@
 """Built-in configurations: the official V4.1-Flash text config (MODEL.md §1.1), the tiny test config of §12, a
-second tiny config with other shapes (so nothing in the reference can be tuned to one shape), and a tiny
-DeepSeek-V4-Flash (deepseek_v4) config.
+second tiny config with other shapes (so nothing in the reference can be tuned to one shape), and the official and a
+tiny DeepSeek-V4-Flash (deepseek_v4) config.
 
 These are config.json objects (flat, HF field names); `config_from_dict` turns them into a Config.
 """
@@ -154,6 +154,45 @@ TINY_ALT = {
     "engram_pad_token_id": 2,
 }
 
+# DeepSeek-V4-Flash (MODEL.md §1.1 V4 column): layers 0-1 SWA, then CSA (4) / HCA (128) alternating; one MTP
+# layer (the last compress_ratios entry, not part of the backbone).
+OFFICIAL_V4 = {
+    "model_type": "deepseek_v4",
+    "vocab_size": 129280,
+    "hidden_size": 4096,
+    "num_hidden_layers": 43,
+    "num_attention_heads": 64,
+    "num_key_value_heads": 1,
+    "head_dim": 512,
+    "qk_rope_head_dim": 64,
+    "q_lora_rank": 1024,
+    "o_groups": 8,
+    "o_lora_rank": 1024,
+    "sliding_window": 128,
+    "rope_theta": 10000.0,
+    "compress_rope_theta": 160000.0,
+    "rope_scaling": {"type": "yarn", "factor": 16, "original_max_position_embeddings": 65536, "beta_fast": 32,
+                     "beta_slow": 1},
+    "max_position_embeddings": 1048576,
+    "compress_ratios": [0, 0] + [4, 128] * 20 + [4] + [0],
+    "num_hash_layers": 3,
+    "index_n_heads": 64,
+    "index_head_dim": 128,
+    "index_topk": 512,
+    "n_routed_experts": 256,
+    "n_shared_experts": 1,
+    "num_experts_per_tok": 6,
+    "moe_intermediate_size": 2048,
+    "scoring_func": "sqrtsoftplus",
+    "routed_scaling_factor": 1.5,
+    "swiglu_limit": 10.0,
+    "rms_norm_eps": 1e-6,
+    "hc_mult": 4,
+    "hc_sinkhorn_iters": 20,
+    "hc_eps": 1e-6,
+    "num_nextn_predict_layers": 1,
+}
+
 # DeepSeek-V4-Flash mode (model_type deepseek_v4) at CPU-test size: SWA, CSA (ratio 4, indexer with 16 heads) and a
 # small-ratio HCA layer, two hash-routed layers; widths that faithful numerics' V4 KV storage accepts (80 − 16 = 64
 # non-RoPE channels = one FP8 block; index heads of 32 = one MXFP4 block, a power of two for the Hadamard rotation).
@@ -191,11 +230,12 @@ TINY_V4 = {
     "hc_eps": 1e-6,
 }
 
-PRESETS = {"official": OFFICIAL, "tiny": TINY, "tiny_alt": TINY_ALT, "tiny_v4": TINY_V4}
+PRESETS = {"official": OFFICIAL, "tiny": TINY, "tiny_alt": TINY_ALT, "official_v4": OFFICIAL_V4, "tiny_v4": TINY_V4}
 
 
 def preset(name: str) -> Config | ConfigV4:
-    """The built-in config `name` ('official', 'tiny', 'tiny_alt'; 'tiny_v4' is a deepseek_v4 ConfigV4)."""
+    """The built-in config `name` ('official', 'tiny', 'tiny_alt'; 'official_v4' and 'tiny_v4' are deepseek_v4
+    ConfigV4s)."""
     if name not in PRESETS:
         raise KeyError(f"unknown preset {name!r}; known: {sorted(PRESETS)}")
     if is_v4_document(PRESETS[name]):
