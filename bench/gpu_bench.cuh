@@ -1,17 +1,20 @@
 // Shared plumbing of the GPU benchmark programs: event timing (median of many repetitions after
-// warm-up), the device-to-device copy ceiling, random device data, and one output format (a table for
-// people plus one JSON line per result, "FKV_BENCH {...}", for docs/performance.md).
+// warm-up), the device-to-device copy ceiling, the cuBLAS BF16 GEMM ceiling, random device data, and one
+// output format (a table for people plus one JSON line per result, "FKV_BENCH {...}", for
+// docs/performance.md).
 //
-// Header-only, used by bench_*.cu programs only. Every CUDA call goes through FKV_CUDA_CHECK, so a
-// failure ends the program with a flashkv::Error naming the call.
+// Header-only, used by bench_*.cu programs only (they link cuBLAS). Every CUDA call goes through
+// FKV_CUDA_CHECK, so a failure ends the program with a flashkv::Error naming the call.
 #pragma once
 
+#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <ctime>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -117,6 +120,36 @@ inline void fill_random(float* out, int64_t count, uint64_t seed, float scale, c
 inline void fill_random(uint16_t* out, int64_t count, uint64_t seed, float scale, cudaStream_t stream) {
   fill_random_bf16<<<1024, 256, 0, stream>>>(out, count, seed, scale);
   FKV_CUDA_CHECK_LAUNCH();
+}
+
+inline void check_cublas(cublasStatus_t status, const char* call) {
+  if (status != CUBLAS_STATUS_SUCCESS) {
+    throw std::runtime_error(std::string("cuBLAS call failed: ") + call + " (status " +
+                             std::to_string(static_cast<int>(status)) + ")");
+  }
+}
+
+// Median TFLOP/s of C = A * B through cuBLAS with BF16 inputs/outputs and fp32 accumulation, m = n = k =
+// `size`: the matrix ceiling that tensor-core kernels are compared with (random data, not zeros).
+inline double bf16_gemm_tflops(int size, cudaStream_t stream) {
+  const auto elements = static_cast<int64_t>(size) * size;
+  DeviceBuffer a(static_cast<size_t>(elements) * 2), b(static_cast<size_t>(elements) * 2),
+      c(static_cast<size_t>(elements) * 2);
+  fill_random(a.as<uint16_t>(), elements, 1, 1.0f, stream);
+  fill_random(b.as<uint16_t>(), elements, 2, 1.0f, stream);
+  cublasHandle_t handle{};
+  check_cublas(cublasCreate(&handle), "cublasCreate");
+  check_cublas(cublasSetStream(handle, stream), "cublasSetStream");
+  const float alpha = 1.0f, beta = 0.0f;
+  const double ms = median_ms(stream, [&] {
+    check_cublas(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, size, size, size, &alpha, a.as<void>(),
+                              CUDA_R_16BF, size, b.as<void>(), CUDA_R_16BF, size, &beta, c.as<void>(),
+                              CUDA_R_16BF, size, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                 "cublasGemmEx");
+  });
+  check_cublas(cublasDestroy(handle), "cublasDestroy");
+  const double flops = 2.0 * static_cast<double>(size) * size * size;
+  return flops / (ms * 1e-3) / 1e12;
 }
 
 // Prints device name, SM count, memory, L2 and the UTC date: every result is tied to its machine.

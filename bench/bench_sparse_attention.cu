@@ -1,0 +1,148 @@
+// Sparse attention decode (kernels/sparse_attention.cuh) at the V4.1 shape: per query row 64 heads x 512,
+// 128 FP8 window rows + 512 NVFP4 entries selected at random from a 1M-entry pool (so the entry reads miss
+// the L2 as they would on a long context). Batch 1..256 query rows.
+//
+// Effective rate counts 2·64·512·640·2 FLOP per query row (Q·Kᵀ and P·V), the anchor FlashMLA reports
+// (410 TFLOP/s for sparse FP8 decode on H800); ceilings measured in the same run: cuBLAS BF16 GEMM at 8192³
+// and cuBLAS on the same per-query shape (strided batched 64x640x512, no dequantization, no softmax).
+// Prints a table and "FKV_BENCH {...}" lines.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <string>
+
+#include "cuda_check.cuh"
+#include "gpu_bench.cuh"
+#include "kv_quant.cuh"
+#include "sparse_attention.cuh"
+
+namespace {
+
+namespace fb = flashkv::bench;
+namespace fc = flashkv::cuda;
+
+constexpr const char* kProgram = "bench_sparse_attention";
+constexpr int kHeads = fc::kSparseAttentionHeads;
+constexpr int kDim = fc::kSparseAttentionDim;
+constexpr int kWindow = 128;
+constexpr int kTopk = 512;
+constexpr int64_t kEntryPool = int64_t{1} << 20;
+constexpr int kMaxBatch = 256;
+constexpr int kFp8Bytes = kDim + kDim / 32;
+constexpr int kNvfp4Bytes = kDim / 2 + kDim / 16;
+
+double flop_per_query() {
+  return 2.0 * kHeads * kDim * (kWindow + kTopk) * 2.0;
+}
+
+// Row b sees window rows [b·128, b·128 + 128) and 512 pseudo-random entries of the pool.
+__global__ void make_indices(int32_t* window_rows, int32_t* selection, uint64_t seed) {
+  const int b = blockIdx.x;
+  for (int i = threadIdx.x; i < kWindow; i += blockDim.x) window_rows[b * kWindow + i] = b * kWindow + i;
+  for (int i = threadIdx.x; i < kTopk; i += blockDim.x) {
+    selection[b * kTopk + i] =
+        static_cast<int32_t>(fb::hash_u32(seed ^ (static_cast<uint64_t>(b) * kTopk + i)) % kEntryPool);
+  }
+}
+
+// Records of `rows` random latent rows, written in chunks through an fp32 staging buffer.
+void random_records(uint8_t* records, int64_t rows, bool fp8, uint64_t seed, cudaStream_t stream) {
+  constexpr int64_t kChunkRows = 65536;
+  fb::DeviceBuffer staging(static_cast<size_t>(kChunkRows) * kDim * sizeof(float));
+  for (int64_t first = 0; first < rows; first += kChunkRows) {
+    const int64_t n = std::min(kChunkRows, rows - first);
+    fb::fill_random(staging.as<float>(), n * kDim, seed + static_cast<uint64_t>(first), 2.0f, stream);
+    if (fp8) {
+      fc::quantize_fp8_rows(staging.as<float>(), n, kDim, records + first * kFp8Bytes, stream);
+    } else {
+      fc::quantize_nvfp4_entries(staging.as<float>(), n, kDim, records + first * kNvfp4Bytes, stream);
+    }
+  }
+  FKV_CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
+// cuBLAS on the per-query shape: S[b] = K[b]·Q[b]ᵀ (640 x 64, k = 512), BF16, fp32 accumulate, `batch`
+// queries; TFLOP/s counting the same 2·64·512·640 FLOP per query as one half of attention.
+double cublas_attention_shape_tflops(int batch, cudaStream_t stream) {
+  const int64_t keys = kWindow + kTopk;
+  fb::DeviceBuffer q(static_cast<size_t>(batch) * kHeads * kDim * 2),
+      k(static_cast<size_t>(batch) * keys * kDim * 2), s(static_cast<size_t>(batch) * keys * kHeads * 2);
+  fb::fill_random(q.as<uint16_t>(), static_cast<int64_t>(batch) * kHeads * kDim, 3, 1.0f, stream);
+  fb::fill_random(k.as<uint16_t>(), static_cast<int64_t>(batch) * keys * kDim, 4, 1.0f, stream);
+  cublasHandle_t handle{};
+  fb::check_cublas(cublasCreate(&handle), "cublasCreate");
+  fb::check_cublas(cublasSetStream(handle, stream), "cublasSetStream");
+  const float alpha = 1.0f, beta = 0.0f;
+  // column-major: S (keys x heads) = Kᵀ(keys x dim, from row-major K) · Q (dim x heads, from row-major Q)
+  const double ms = fb::median_ms(stream, [&] {
+    fb::check_cublas(cublasGemmStridedBatchedEx(
+                         handle, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(keys), kHeads, kDim, &alpha,
+                         k.as<void>(), CUDA_R_16BF, kDim, keys * kDim, q.as<void>(), CUDA_R_16BF, kDim,
+                         int64_t{kHeads} * kDim, &beta, s.as<void>(), CUDA_R_16BF, static_cast<int>(keys),
+                         keys * kHeads, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                     "cublasGemmStridedBatchedEx");
+  });
+  fb::check_cublas(cublasDestroy(handle), "cublasDestroy");
+  return batch * flop_per_query() / 2.0 / (ms * 1e-3) / 1e12;
+}
+
+}  // namespace
+
+int main() {
+  try {
+    fb::print_device_header(kProgram);
+    cudaStream_t stream{};
+    FKV_CUDA_CHECK(cudaStreamCreate(&stream));
+
+    const double gemm = fb::bf16_gemm_tflops(8192, stream);
+    fb::print_result(kProgram, "cublas_bf16_gemm_8192", gemm, "TFLOP/s", 1.0);
+    const double shape = cublas_attention_shape_tflops(128, stream);
+    fb::print_result(kProgram, "cublas_qk_shape_batch128", shape, "TFLOP/s", shape / gemm);
+
+    fb::DeviceBuffer window(static_cast<size_t>(kMaxBatch) * kWindow * kFp8Bytes);
+    fb::DeviceBuffer entries(static_cast<size_t>(kEntryPool) * kNvfp4Bytes);
+    random_records(window.as<uint8_t>(), int64_t{kMaxBatch} * kWindow, true, 11, stream);
+    random_records(entries.as<uint8_t>(), kEntryPool, false, 12, stream);
+    fb::DeviceBuffer q(static_cast<size_t>(kMaxBatch) * kHeads * kDim * 2);
+    fb::fill_random(q.as<uint16_t>(), int64_t{kMaxBatch} * kHeads * kDim, 13, 1.0f, stream);
+    fb::DeviceBuffer out(static_cast<size_t>(kMaxBatch) * kHeads * kDim * 2);
+    fb::DeviceBuffer window_rows(static_cast<size_t>(kMaxBatch) * kWindow * 4);
+    fb::DeviceBuffer selection(static_cast<size_t>(kMaxBatch) * kTopk * 4);
+    fb::DeviceBuffer sink(kHeads * 4);
+    fb::fill_random(sink.as<float>(), kHeads, 14, 1.0f, stream);
+    make_indices<<<kMaxBatch, 256, 0, stream>>>(window_rows.as<int32_t>(), selection.as<int32_t>(), 15);
+    FKV_CUDA_CHECK_LAUNCH();
+    FKV_CUDA_CHECK(cudaStreamSynchronize(stream));
+
+    std::printf("  %-34s %10s %-7s %7s   (fraction: of the cuBLAS 8192^3 rate)\n", "decode", "value", "unit",
+                "of GEMM");
+    for (int batch : {1, 2, 4, 8, 16, 32, 64, 128, 132, 256}) {
+      fc::SparseAttentionArgs args;
+      args.q = q.as<uint16_t>();
+      args.n = batch;
+      args.window_records = window.as<uint8_t>();
+      args.window_rows = window_rows.as<int32_t>();
+      args.window_cap = kWindow;
+      args.entry_records = entries.as<uint8_t>();
+      args.selection = selection.as<int32_t>();
+      args.topk = kTopk;
+      args.sink = sink.as<float>();
+      args.out = out.as<uint16_t>();
+      const double ms = fb::median_ms(stream, [&] { fc::sparse_attention(args, stream); });
+      const double tflops = batch * flop_per_query() / (ms * 1e-3) / 1e12;
+      fb::print_result(kProgram, "sparse_attention_b" + std::to_string(batch) + "_us", ms * 1e3, "us", 0.0);
+      fb::print_result(kProgram, "sparse_attention_b" + std::to_string(batch), tflops, "TFLOP/s",
+                       tflops / gemm);
+    }
+    FKV_CUDA_CHECK(cudaStreamDestroy(stream));
+    return EXIT_SUCCESS;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s failed: %s\n", kProgram, e.what());
+    return EXIT_FAILURE;
+  }
+}
