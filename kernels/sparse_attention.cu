@@ -14,6 +14,7 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -432,8 +433,19 @@ void sparse_attention(const SparseAttentionArgs& args, cudaStream_t stream) {
   const int key_stride = std::max(kTileKeys, (keys + kTileKeys - 1) / kTileKeys * kTileKeys);
   const size_t smem = static_cast<size_t>(kHeads) * key_stride * sizeof(float) + kTileBytes +
                       static_cast<size_t>(key_stride) * sizeof(int32_t);
-  FKV_CUDA_CHECK(cudaFuncSetAttribute(sparse_attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(smem)));
+  // once per device, at the largest size any call uses (setting it on every call costs host time that shows
+  // at small batches)
+  static std::atomic<uint64_t> configured_devices{0};
+  int device = 0;
+  FKV_CUDA_CHECK(cudaGetDevice(&device));
+  const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
+  if (bit == 0 || (configured_devices.load(std::memory_order_acquire) & bit) == 0) {
+    const size_t most = static_cast<size_t>(kHeads) * kSparseAttentionMaxKeys * sizeof(float) + kTileBytes +
+                        static_cast<size_t>(kSparseAttentionMaxKeys) * sizeof(int32_t);
+    FKV_CUDA_CHECK(cudaFuncSetAttribute(sparse_attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(most)));
+    configured_devices.fetch_or(bit, std::memory_order_release);
+  }
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(kDim)));
   sparse_attention_kernel<<<static_cast<unsigned>(args.n), kThreads, smem, stream>>>(args, key_stride, scale);
   FKV_CUDA_CHECK_LAUNCH();
