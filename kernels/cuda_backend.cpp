@@ -1,0 +1,209 @@
+// CudaBackend (see cuda_backend.hpp): host views in, device buffers, kernels, host views out.
+#include "cuda_backend.hpp"
+
+#include <cuda_runtime.h>
+
+#include <cstring>
+#include <vector>
+
+#include "cuda_check.cuh"
+#include "indexer.cuh"
+#include "topk.cuh"
+
+namespace flashkv::cuda {
+namespace {
+
+// The stream of the calling host thread: concurrent callers do not serialize on one stream.
+cudaStream_t stream() {
+  return cudaStreamPerThread;
+}
+
+// A stream-ordered device allocation of `count` T, freed (stream-ordered) on scope exit.
+template <typename T>
+class DeviceArray {
+ public:
+  explicit DeviceArray(size_t count) : count_(count) {
+    if (count_ > 0) FKV_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&data_), bytes(), stream()));
+  }
+  ~DeviceArray() {
+    if (data_ != nullptr) cudaFreeAsync(data_, stream());
+  }
+  DeviceArray(DeviceArray&& other) noexcept : data_(other.data_), count_(other.count_) {
+    other.data_ = nullptr;
+  }
+  DeviceArray(const DeviceArray&) = delete;
+  DeviceArray& operator=(const DeviceArray&) = delete;
+  DeviceArray& operator=(DeviceArray&&) = delete;
+  T* data() const { return data_; }
+  size_t bytes() const { return count_ * sizeof(T); }
+
+ private:
+  T* data_ = nullptr;
+  size_t count_ = 0;
+};
+
+template <typename T>
+DeviceArray<T> upload(const T* host, size_t count) {
+  DeviceArray<T> device(count);
+  if (count > 0)
+    FKV_CUDA_CHECK(cudaMemcpyAsync(device.data(), host, device.bytes(), cudaMemcpyHostToDevice, stream()));
+  return device;
+}
+
+template <typename T>
+void download(const DeviceArray<T>& device, T* host, size_t count) {
+  if (count > 0)
+    FKV_CUDA_CHECK(cudaMemcpyAsync(host, device.data(), count * sizeof(T), cudaMemcpyDeviceToHost, stream()));
+  FKV_CUDA_CHECK(cudaStreamSynchronize(stream()));
+}
+
+size_t elements(backend::ConstMatrix m) {
+  return static_cast<size_t>(m.rows * m.cols);
+}
+
+}  // namespace
+
+CudaBackend::CudaBackend(int cpu_threads) : cpu_(backend::make_cpu_backend(cpu_threads)) {}
+
+std::unique_ptr<backend::Backend> make_cuda_backend(int cpu_threads) {
+  return std::make_unique<CudaBackend>(cpu_threads);
+}
+
+// ---- on the GPU -------------------------------------------------------------------------------------------
+
+void CudaBackend::index_scores(const backend::IndexScoring& problem, backend::Matrix scores,
+                               backend::Rounding rounding) const {
+  const backend::RecordRows& keys = problem.keys;
+  const bool supported =
+      (keys.format == backend::RecordFormat::kMxfp4 || keys.format == backend::RecordFormat::kFp32) &&
+      scores.cols == keys.count && problem.queries.cols == problem.heads * keys.dim;
+  if (!supported || scores.rows == 0 || scores.cols == 0) {
+    if (scores.rows > 0 && scores.cols > 0) cpu_->index_scores(problem, scores, rounding);
+    return;
+  }
+  const int64_t n = scores.rows;
+  const auto d_queries = upload(problem.queries.data, static_cast<size_t>(n * problem.queries.cols));
+  const auto d_weights = upload(problem.head_weights.data, static_cast<size_t>(n * problem.heads));
+  const auto d_keys = upload(keys.data, static_cast<size_t>(keys.count) * keys.row_bytes());
+  const auto d_visible = upload(problem.n_visible.data(), static_cast<size_t>(n));
+  DeviceArray<float> d_scores(static_cast<size_t>(n * scores.cols));
+  IndexScoringArgs args;
+  args.queries = d_queries.data();
+  args.head_weights = d_weights.data();
+  args.n = n;
+  args.heads = static_cast<int>(problem.heads);
+  args.dim = static_cast<int>(keys.dim);
+  args.keys = d_keys.data();
+  args.key_format =
+      keys.format == backend::RecordFormat::kMxfp4 ? IndexKeyFormat::kMxfp4 : IndexKeyFormat::kFp32;
+  args.key_count = keys.count;
+  args.n_visible = d_visible.data();
+  args.scores = d_scores.data();
+  args.faithful = rounding == backend::Rounding::kFaithful;
+  cuda::index_scores(args, stream());
+  download(d_scores, scores.data, static_cast<size_t>(n * scores.cols));
+}
+
+void CudaBackend::candidate_pool(backend::ConstMatrix scores, std::span<const int64_t> n_visible,
+                                 int64_t block_size, int64_t topk_blocks, std::span<uint8_t> pool) const {
+  if (scores.rows == 0 || scores.cols == 0) return;
+  const auto d_scores = upload(scores.data, elements(scores));
+  const auto d_visible = upload(n_visible.data(), static_cast<size_t>(scores.rows));
+  DeviceArray<uint8_t> d_pool(elements(scores));
+  DeviceArray<uint8_t> workspace(
+      candidate_pool_workspace_bytes(scores.rows, scores.cols, block_size, topk_blocks));
+  cuda::candidate_pool(d_scores.data(), scores.rows, scores.cols, d_visible.data(), block_size, topk_blocks,
+                       d_pool.data(), workspace.data(), workspace.bytes(), stream());
+  download(d_pool, pool.data(), elements(scores));
+}
+
+void CudaBackend::restrict_to_pool(backend::Matrix scores, std::span<const uint8_t> pool) const {
+  if (scores.rows == 0 || scores.cols == 0) return;
+  auto d_scores = upload(scores.data, elements(scores));
+  const auto d_pool = upload(pool.data(), elements(scores));
+  cuda::restrict_to_pool(d_scores.data(), scores.rows, scores.cols, d_pool.data(), stream());
+  download(d_scores, scores.data, elements(scores));
+}
+
+void CudaBackend::top_k(backend::ConstMatrix scores, int64_t k, std::span<int32_t> out) const {
+  if (scores.rows == 0 || k == 0) return;
+  const auto d_scores = upload(scores.data, elements(scores));
+  DeviceArray<int32_t> d_out(static_cast<size_t>(scores.rows * k));
+  DeviceArray<uint8_t> workspace(top_k_workspace_bytes(scores.rows, scores.cols, k));
+  top_k_rows(d_scores.data(), ScoreType::kFp32, scores.rows, scores.cols, k, d_out.data(), workspace.data(),
+             workspace.bytes(), stream());
+  download(d_out, out.data(), static_cast<size_t>(scores.rows * k));
+}
+
+// ---- sparse attention (cudaattn) ----
+void CudaBackend::sparse_attention(const backend::SparseAttention& problem, backend::Matrix out,
+                                   backend::Rounding rounding) const {
+  cpu_->sparse_attention(problem, out, rounding);
+}
+// ---- end sparse attention ----
+
+// ---- CPU delegation --------------------------------------------------------------------------------------
+
+void CudaBackend::gemm(backend::ConstMatrix x, backend::ConstMatrix w, backend::Matrix y,
+                       backend::OutputCast cast, backend::Rounding rounding) const {
+  cpu_->gemm(x, w, y, cast, rounding);
+}
+void CudaBackend::rms_norm(backend::ConstMatrix x, std::span<const float> weight, double eps,
+                           backend::Matrix y, backend::Rounding rounding) const {
+  cpu_->rms_norm(x, weight, eps, y, rounding);
+}
+void CudaBackend::rope(backend::Matrix x, int64_t heads, std::span<const int64_t> positions,
+                       const backend::RopeTable& table, bool inverse, backend::Rounding rounding) const {
+  cpu_->rope(x, heads, positions, table, inverse, rounding);
+}
+void CudaBackend::quantize_rows(backend::ConstMatrix x, backend::RecordFormat format,
+                                std::span<uint8_t> records, backend::Matrix dequantized) const {
+  cpu_->quantize_rows(x, format, records, dequantized);
+}
+void CudaBackend::fake_quantize(backend::Matrix x, backend::RecordFormat format) const {
+  cpu_->fake_quantize(x, format);
+}
+void CudaBackend::hc_mixer(backend::ConstMatrix streams, const backend::MixerWeights& weights,
+                           const backend::MixerShape& shape, backend::Matrix pre, backend::Matrix post,
+                           backend::Matrix comb, backend::Rounding rounding) const {
+  cpu_->hc_mixer(streams, weights, shape, pre, post, comb, rounding);
+}
+void CudaBackend::hc_collapse(backend::ConstMatrix streams, backend::ConstMatrix pre, backend::Matrix out,
+                              backend::Rounding rounding) const {
+  cpu_->hc_collapse(streams, pre, out, rounding);
+}
+void CudaBackend::hc_expand(backend::ConstMatrix y, backend::Matrix streams, backend::ConstMatrix post,
+                            backend::ConstMatrix comb, backend::Rounding rounding) const {
+  cpu_->hc_expand(y, streams, post, comb, rounding);
+}
+void CudaBackend::engram_gather(std::span<const int64_t> rows, int64_t cols, backend::ConstMatrix table,
+                                backend::Matrix out) const {
+  cpu_->engram_gather(rows, cols, table, out);
+}
+void CudaBackend::engram_gate(backend::Matrix streams, backend::ConstMatrix kv, std::span<const float> omega,
+                              int64_t hc, double eps, backend::Rounding rounding) const {
+  cpu_->engram_gate(streams, kv, omega, hc, eps, rounding);
+}
+void CudaBackend::compressor_pool(backend::ConstMatrix v, backend::ConstMatrix g, int64_t ratio,
+                                  backend::Matrix pooled, backend::Rounding rounding) const {
+  cpu_->compressor_pool(v, g, ratio, pooled, rounding);
+}
+void CudaBackend::output_projection(backend::ConstMatrix o, int64_t heads, std::span<const int64_t> positions,
+                                    const backend::RopeTable& table, backend::ConstMatrix wo_a,
+                                    int64_t groups, backend::Matrix a, backend::Rounding rounding) const {
+  cpu_->output_projection(o, heads, positions, table, wo_a, groups, a, rounding);
+}
+void CudaBackend::route(backend::ConstMatrix v, const backend::RouterWeights& router,
+                        std::span<int32_t> experts, backend::Matrix weights,
+                        backend::Rounding rounding) const {
+  cpu_->route(v, router, experts, weights, rounding);
+}
+void CudaBackend::moe_experts(backend::ConstMatrix v, std::span<const backend::ExpertWeights> experts,
+                              std::span<const int32_t> selected, backend::ConstMatrix routing,
+                              const backend::ExpertWeights* shared, double swiglu_limit, backend::Matrix out,
+                              backend::Rounding rounding) const {
+  cpu_->moe_experts(v, experts, selected, routing, shared, swiglu_limit, out, rounding);
+}
+// ---- end CPU delegation
+
+}  // namespace flashkv::cuda

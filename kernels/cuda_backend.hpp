@@ -1,0 +1,86 @@
+// CudaBackend — backend::Backend with the CSA2 indexer operations (index_scores, candidate_pool,
+// restrict_to_pool, top_k) and sparse attention on the GPU, every other operation delegated to a
+// CpuBackend, so the engine runs unchanged on it (lib/runtime calls only the Backend interface).
+//
+// Memory: the Backend contract passes host views; each GPU operation copies its inputs to device memory
+// (stream-ordered allocations on the calling thread's per-thread default stream), runs the kernels and
+// copies the results back before returning. Results equal the CPU backend's: bit-identical scores, pools,
+// restrictions and top-k lists (kernels/indexer.cuh, kernels/topk.cuh; tests/gpu/test_indexer.cpp,
+// test_topk.cpp); sparse attention within the tolerance documented in kernels/sparse_attention.cuh.
+// Threading: immutable after construction; concurrent calls from several threads are safe (each thread
+// uses its own default stream, the CPU backend's pool accepts concurrent callers).
+// Errors: CUDA failures throw flashkv::Error(kDevice) (kOutOfMemory for allocations).
+//
+// This file is C++20 host code (backend.hpp needs <span>); the kernels live in C++17 .cu files behind
+// plain launchers.
+#pragma once
+
+#include <memory>
+
+#include "backend/backend.hpp"
+
+namespace flashkv::cuda {
+
+class CudaBackend final : public backend::Backend {
+ public:
+  // `cpu_threads` workers for the delegated operations (0: hardware concurrency).
+  explicit CudaBackend(int cpu_threads);
+
+  std::string_view name() const override { return "cuda"; }
+  int threads() const override { return cpu_->threads(); }
+
+  // ---- on the GPU
+  void index_scores(const backend::IndexScoring& problem, backend::Matrix scores,
+                    backend::Rounding rounding) const override;
+  void candidate_pool(backend::ConstMatrix scores, std::span<const int64_t> n_visible, int64_t block_size,
+                      int64_t topk_blocks, std::span<uint8_t> pool) const override;
+  void restrict_to_pool(backend::Matrix scores, std::span<const uint8_t> pool) const override;
+  void top_k(backend::ConstMatrix scores, int64_t k, std::span<int32_t> out) const override;
+
+  // ---- sparse attention (cudaattn) ----
+  void sparse_attention(const backend::SparseAttention& problem, backend::Matrix out,
+                        backend::Rounding rounding) const override;
+  // ---- end sparse attention ----
+
+  // ---- CPU delegation (every other Backend operation; add new ones here)
+  void gemm(backend::ConstMatrix x, backend::ConstMatrix w, backend::Matrix y, backend::OutputCast cast,
+            backend::Rounding rounding) const override;
+  void rms_norm(backend::ConstMatrix x, std::span<const float> weight, double eps, backend::Matrix y,
+                backend::Rounding rounding) const override;
+  void rope(backend::Matrix x, int64_t heads, std::span<const int64_t> positions,
+            const backend::RopeTable& table, bool inverse, backend::Rounding rounding) const override;
+  void quantize_rows(backend::ConstMatrix x, backend::RecordFormat format, std::span<uint8_t> records,
+                     backend::Matrix dequantized) const override;
+  void fake_quantize(backend::Matrix x, backend::RecordFormat format) const override;
+  void hc_mixer(backend::ConstMatrix streams, const backend::MixerWeights& weights,
+                const backend::MixerShape& shape, backend::Matrix pre, backend::Matrix post,
+                backend::Matrix comb, backend::Rounding rounding) const override;
+  void hc_collapse(backend::ConstMatrix streams, backend::ConstMatrix pre, backend::Matrix out,
+                   backend::Rounding rounding) const override;
+  void hc_expand(backend::ConstMatrix y, backend::Matrix streams, backend::ConstMatrix post,
+                 backend::ConstMatrix comb, backend::Rounding rounding) const override;
+  void engram_gather(std::span<const int64_t> rows, int64_t cols, backend::ConstMatrix table,
+                     backend::Matrix out) const override;
+  void engram_gate(backend::Matrix streams, backend::ConstMatrix kv, std::span<const float> omega, int64_t hc,
+                   double eps, backend::Rounding rounding) const override;
+  void compressor_pool(backend::ConstMatrix v, backend::ConstMatrix g, int64_t ratio, backend::Matrix pooled,
+                       backend::Rounding rounding) const override;
+  void output_projection(backend::ConstMatrix o, int64_t heads, std::span<const int64_t> positions,
+                         const backend::RopeTable& table, backend::ConstMatrix wo_a, int64_t groups,
+                         backend::Matrix a, backend::Rounding rounding) const override;
+  void route(backend::ConstMatrix v, const backend::RouterWeights& router, std::span<int32_t> experts,
+             backend::Matrix weights, backend::Rounding rounding) const override;
+  void moe_experts(backend::ConstMatrix v, std::span<const backend::ExpertWeights> experts,
+                   std::span<const int32_t> selected, backend::ConstMatrix routing,
+                   const backend::ExpertWeights* shared, double swiglu_limit, backend::Matrix out,
+                   backend::Rounding rounding) const override;
+  // ---- end CPU delegation
+
+ private:
+  std::unique_ptr<backend::Backend> cpu_;
+};
+
+// A CudaBackend on the current CUDA device.
+std::unique_ptr<backend::Backend> make_cuda_backend(int cpu_threads);
+
+}  // namespace flashkv::cuda

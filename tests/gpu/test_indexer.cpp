@@ -1,0 +1,204 @@
+// The GPU indexer (kernels/indexer.cuh) against the CPU backend (lib/backend/cpu/indexer.cpp,
+// candidate_pool.cpp) on fresh random problems:
+//   - index scores, faithful (MXFP4 key records from the CPU quantizer, MXFP4 fake-quantized queries,
+//     BF16 cast points) and clean (fp32 keys, arbitrary queries): bit-identical, every entry, for row
+//     counts 1..5, key counts that are not multiples of the CTA tile, visibility 0..count per row, the
+//     V4.1 shape (32 heads x 128) and a small one;
+//   - the candidate pool: identical bytes, for block maxima with heavy ties, empty pools (no visible
+//     entry), full pools (topk_blocks above the block count), m not a multiple of the block size;
+//   - the pool restriction: identical scores.
+// FLASHKV_TEST_SCALE=small shrinks the largest cases.
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "catch.hpp"
+#include "device_array.hpp"
+#include "indexer.cuh"
+
+namespace {
+
+namespace be = flashkv::backend;
+namespace fc = flashkv::cuda;
+using flashkv::test::DeviceArray;
+
+bool small_scale() {
+  const char* scale = std::getenv("FLASHKV_TEST_SCALE");
+  return scale != nullptr && std::string(scale) == "small";
+}
+
+uint64_t fresh_seed() {
+  return static_cast<uint64_t>(std::random_device{}()) ^
+         static_cast<uint64_t>(std::chrono::high_resolution_clock::now().time_since_epoch().count());
+}
+
+const be::Backend& cpu() {
+  static const std::unique_ptr<be::Backend> backend = be::make_cpu_backend(2);
+  return *backend;
+}
+
+std::vector<float> normal_values(size_t count, float sigma, std::mt19937_64& rng) {
+  std::normal_distribution<float> normal(0.0f, sigma);
+  std::vector<float> v(count);
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+// Visible counts per row: 0, the full count, and random values between.
+std::vector<int64_t> visibility(int64_t rows, int64_t count, std::mt19937_64& rng) {
+  std::uniform_int_distribution<int64_t> pick(0, count);
+  std::vector<int64_t> v(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) v[static_cast<size_t>(r)] = r == 0 ? count : (r == 1 ? 0 : pick(rng));
+  return v;
+}
+
+size_t first_bit_mismatch(const std::vector<float>& a, const std::vector<float>& b) {
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) return i;
+  }
+  return a.size();
+}
+
+void check_scores(int64_t rows, int heads, int dim, int64_t count, bool faithful, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<float> queries = normal_values(static_cast<size_t>(rows * heads * dim), 1.0f, rng);
+  std::vector<float> weights = normal_values(static_cast<size_t>(rows * heads), 0.2f, rng);
+  const std::vector<float> key_rows = normal_values(static_cast<size_t>(count * dim), 1.5f, rng);
+  const std::vector<int64_t> n_visible = visibility(rows, count, rng);
+  const be::RecordFormat format = faithful ? be::RecordFormat::kMxfp4 : be::RecordFormat::kFp32;
+  std::vector<uint8_t> records(static_cast<size_t>(count) * be::record_bytes(format, dim));
+  cpu().quantize_rows(be::ConstMatrix(key_rows.data(), count, dim), format, records, be::Matrix{});
+  if (faithful) {
+    cpu().fake_quantize(be::Matrix{queries.data(), rows * heads, dim}, be::RecordFormat::kMxfp4);
+  }
+  be::IndexScoring problem;
+  problem.queries = be::ConstMatrix(queries.data(), rows, heads * dim);
+  problem.head_weights = be::ConstMatrix(weights.data(), rows, heads);
+  problem.heads = heads;
+  problem.keys.format = format;
+  problem.keys.data = records.data();
+  problem.keys.count = count;
+  problem.keys.dim = dim;
+  problem.n_visible = n_visible;
+  std::vector<float> expected(static_cast<size_t>(rows * count));
+  cpu().index_scores(problem, be::Matrix{expected.data(), rows, count},
+                     faithful ? be::Rounding::kFaithful : be::Rounding::kClean);
+
+  DeviceArray<float> d_queries(queries), d_weights(weights), d_scores(expected.size());
+  DeviceArray<uint8_t> d_keys(records);
+  DeviceArray<int64_t> d_visible(n_visible);
+  d_scores.fill_bytes(0x7F);
+  fc::IndexScoringArgs args;
+  args.queries = d_queries.data();
+  args.head_weights = d_weights.data();
+  args.n = rows;
+  args.heads = heads;
+  args.dim = dim;
+  args.keys = d_keys.data();
+  args.key_format = faithful ? fc::IndexKeyFormat::kMxfp4 : fc::IndexKeyFormat::kFp32;
+  args.key_count = count;
+  args.n_visible = d_visible.data();
+  args.scores = d_scores.data();
+  args.faithful = faithful;
+  fc::index_scores(args, nullptr);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  const std::vector<float> got = d_scores.download();
+  const size_t bad = first_bit_mismatch(got, expected);
+  if (bad < got.size()) {
+    INFO("seed " << seed << " rows " << rows << " heads " << heads << " dim " << dim << " count " << count
+                 << (faithful ? " faithful" : " clean") << ": first mismatch at row " << bad / count
+                 << " entry " << bad % count << " (visible " << n_visible[bad / count] << "): gpu "
+                 << got[bad] << " cpu " << expected[bad]);
+    REQUIRE(bad == got.size());
+  }
+}
+
+}  // namespace
+
+TEST_CASE("gpu index scores are bit-identical to the CPU backend's", "[gpu][indexer]") {
+  const uint64_t seed = fresh_seed();
+  uint64_t s = seed;
+  const int64_t big = small_scale() ? 1000 : 5003;
+  for (const bool faithful : {true, false}) {
+    check_scores(1, 32, 128, 1, faithful, ++s);
+    check_scores(3, 32, 128, 129, faithful, ++s);
+    check_scores(5, 32, 128, big, faithful, ++s);
+    check_scores(4, 4, 64, 300, faithful, ++s);
+    check_scores(2, 3, 32, 77, faithful, ++s);
+  }
+}
+
+namespace {
+
+// Scores with heavy ties between block maxima (few distinct values), some −∞, and invisible tails.
+std::vector<float> pool_scores(int64_t rows, int64_t m, const std::vector<int64_t>& n_visible,
+                               std::mt19937_64& rng) {
+  std::uniform_int_distribution<int> small(0, 5);
+  std::vector<float> scores(static_cast<size_t>(rows * m));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t j = 0; j < m; ++j) {
+      const int v = small(rng);
+      scores[static_cast<size_t>(r * m + j)] = j >= n_visible[static_cast<size_t>(r)] || v == 0
+                                                   ? -std::numeric_limits<float>::infinity()
+                                                   : static_cast<float>(v) * 0.25f;
+    }
+  }
+  return scores;
+}
+
+void check_pool(int64_t rows, int64_t m, int64_t block_size, int64_t topk_blocks, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const std::vector<int64_t> n_visible = visibility(rows, m, rng);
+  std::vector<float> scores = pool_scores(rows, m, n_visible, rng);
+  std::vector<uint8_t> expected(static_cast<size_t>(rows * m));
+  cpu().candidate_pool(be::ConstMatrix(scores.data(), rows, m), n_visible, block_size, topk_blocks, expected);
+  DeviceArray<float> d_scores(scores);
+  DeviceArray<int64_t> d_visible(n_visible);
+  DeviceArray<uint8_t> d_pool(expected.size());
+  DeviceArray<uint8_t> workspace(fc::candidate_pool_workspace_bytes(rows, m, block_size, topk_blocks));
+  d_pool.fill_bytes(0xA5);
+  fc::candidate_pool(d_scores.data(), rows, m, d_visible.data(), block_size, topk_blocks, d_pool.data(),
+                     workspace.data(), workspace.size(), nullptr);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  const std::vector<uint8_t> got = d_pool.download();
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i] != expected[i]) {
+      INFO("seed " << seed << " rows " << rows << " m " << m << " block " << block_size << " topk_blocks "
+                   << topk_blocks << ": first mismatch at row " << i / m << " entry " << i % m << " (visible "
+                   << n_visible[i / m] << "): gpu " << int(got[i]) << " cpu " << int(expected[i]));
+      REQUIRE(got[i] == expected[i]);
+    }
+  }
+  // The restriction of the same scores to that pool.
+  std::vector<float> restricted = scores;
+  cpu().restrict_to_pool(be::Matrix{restricted.data(), rows, m}, expected);
+  fc::restrict_to_pool(d_scores.data(), rows, m, d_pool.data(), nullptr);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  const std::vector<float> got_restricted = d_scores.download();
+  const size_t bad = first_bit_mismatch(got_restricted, restricted);
+  INFO("seed " << seed << ": restrict_to_pool first mismatch at " << bad);
+  REQUIRE(bad == restricted.size());
+}
+
+}  // namespace
+
+TEST_CASE("gpu candidate pool and pool restriction equal the CPU backend's", "[gpu][indexer]") {
+  const uint64_t seed = fresh_seed();
+  uint64_t s = seed;
+  check_pool(3, 1, 8, 4, ++s);
+  check_pool(4, 1003, 8, 5, ++s);                               // few blocks kept, ties everywhere
+  check_pool(4, 1003, 8, 2048, ++s);                            // more blocks asked than exist: full pools
+  check_pool(3, 20001, 8, 2048, ++s);                           // V4.1 pool size, m not a multiple of 8
+  check_pool(2, small_scale() ? 70001 : 400003, 8, 2048, ++s);  // several CTAs per row in the block top-k
+  check_pool(5, 777, 5, 3, ++s);
+}
