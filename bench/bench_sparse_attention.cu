@@ -121,23 +121,30 @@ int main() {
 
     std::printf("  %-34s %10s %-7s %7s   (fraction: of the cuBLAS 8192^3 rate)\n", "decode", "value", "unit",
                 "of GEMM");
-    for (int batch : {1, 2, 4, 8, 16, 32, 64, 128, 132, 256}) {
-      fc::SparseAttentionArgs args;
-      args.q = q.as<uint16_t>();
-      args.n = batch;
-      args.window_records = window.as<uint8_t>();
-      args.window_rows = window_rows.as<int32_t>();
-      args.window_cap = kWindow;
-      args.entry_records = entries.as<uint8_t>();
-      args.selection = selection.as<int32_t>();
-      args.topk = kTopk;
-      args.sink = sink.as<float>();
-      args.out = out.as<uint16_t>();
-      const double ms = fb::median_ms(stream, [&] { fc::sparse_attention(args, stream); });
-      const double tflops = batch * flop_per_query() / (ms * 1e-3) / 1e12;
-      fb::print_result(kProgram, "sparse_attention_b" + std::to_string(batch) + "_us", ms * 1e3, "us", 0.0);
-      fb::print_result(kProgram, "sparse_attention_b" + std::to_string(batch), tflops, "TFLOP/s",
-                       tflops / gemm);
+    const struct {
+      fc::SparseAttentionVariant variant;
+      const char* name;
+    } variants[] = {{fc::SparseAttentionVariant::kMmaSync, "mma"},
+                    {fc::SparseAttentionVariant::kWgmma, "wgmma"}};
+    for (const auto& v : variants) {
+      for (int batch : {1, 2, 4, 8, 16, 32, 64, 128, 132, 256}) {
+        fc::SparseAttentionArgs args;
+        args.q = q.as<uint16_t>();
+        args.n = batch;
+        args.window_records = window.as<uint8_t>();
+        args.window_rows = window_rows.as<int32_t>();
+        args.window_cap = kWindow;
+        args.entry_records = entries.as<uint8_t>();
+        args.selection = selection.as<int32_t>();
+        args.topk = kTopk;
+        args.sink = sink.as<float>();
+        args.out = out.as<uint16_t>();
+        const double ms = fb::median_ms(stream, [&] { fc::sparse_attention(args, stream, v.variant); });
+        const double tflops = batch * flop_per_query() / (ms * 1e-3) / 1e12;
+        const std::string name = std::string("sparse_attention_") + v.name + "_b" + std::to_string(batch);
+        fb::print_result(kProgram, name + "_us", ms * 1e3, "us", 0.0);
+        fb::print_result(kProgram, name, tflops, "TFLOP/s", tflops / gemm);
+      }
     }
     FKV_CUDA_CHECK(cudaStreamDestroy(stream));
     return EXIT_SUCCESS;

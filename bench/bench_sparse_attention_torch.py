@@ -3,11 +3,12 @@
 are already dequantized to BF16 (torch has no FP8/NVFP4 KV records): per query row gather its 128 window rows and
 512 selected entries (from a 1M-entry pool), S = Q·Kᵀ·scale, softmax with the per-head sink column, P -> BF16,
 O = P·V. Times median of 25 CUDA-event-timed runs after warm-up; prints a table, "FKV_BENCH {...}" lines and,
-given the C++ bench's log (--ours), the speed ratio ours / torch per batch.
+given the C++ bench's log (--ours), the speed ratio of our fastest variant over torch per batch.
 """
 import argparse
 import json
 import math
+import re
 import sys
 
 HEADS, DIM, WINDOW, TOPK, POOL = 64, 512, 128, 512, 1 << 20
@@ -36,16 +37,19 @@ def median_ms(torch, fn, reps=25, warmup=3):
 
 
 def our_times(log_path):
-    """kernel name -> microseconds from the C++ bench's FKV_BENCH lines."""
+    """batch -> the fastest variant's microseconds from the C++ bench's FKV_BENCH lines."""
     ours = {}
+    pattern = re.compile(r"sparse_attention_\w+_b(\d+)_us$")
     try:
         with open(log_path, encoding="utf-8") as log:
             for line in log:
                 if not line.startswith("FKV_BENCH "):
                     continue
                 record = json.loads(line[len("FKV_BENCH "):])
-                if record.get("program") == "bench_sparse_attention" and record.get("unit") == "us":
-                    ours[record["kernel"]] = record["value"]
+                match = pattern.match(record.get("kernel", ""))
+                if record.get("program") == "bench_sparse_attention" and match:
+                    batch = int(match.group(1))
+                    ours[batch] = min(ours.get(batch, float("inf")), record["value"])
     except OSError as error:
         print(f"(no C++ results to compare: {error})")
     return ours
@@ -90,7 +94,7 @@ def main():
 
         ms = median_ms(torch, attention)
         tflops = batch * flop_per_query() / (ms * 1e-3) / 1e12
-        ours_us = ours.get(f"sparse_attention_b{batch}_us")
+        ours_us = ours.get(batch)
         ratio = (ms * 1e3) / ours_us if ours_us else float("nan")
         kernel = f"torch_sparse_attention_b{batch}"
         print(f"  {kernel + '_us':34s} {ms * 1e3:10.1f} {'us':7s}")

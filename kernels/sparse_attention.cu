@@ -1,14 +1,17 @@
 // Sparse attention with sink on the tensor cores (see sparse_attention.cuh for the contract).
 //
-// One CTA (8 warps) per query row, three phases over the row's keys in tiles of 64:
-//   1. S = Q·Kᵀ: each warp keeps the A fragments of 16 heads x 256 channels of Q in registers (heads = M);
-//      the two warps sharing a head group add their half-dot-products in shared memory. Raw logits of the
-//      whole row (64 heads x up to 640 keys, fp32) stay in shared memory.
+// One CTA (8 warps = 2 warpgroups) per query row, three phases over the row's keys in tiles of 64:
+//   1. S = Q·Kᵀ: each warp keeps the A fragments of 16 heads x 256 channels of Q in registers (heads = M;
+//      warpgroup g holds channels [256g, 256g + 256)); the two warpgroups add their half dot products in
+//      shared memory. Raw logits of the whole row (64 heads x up to 640 keys, fp32) stay in shared memory.
 //   2. Softmax per head row (one warp per 8 rows): max with the sink, fp32 sum, p = fp32(e / Z) rounded to
-//      BF16 — written in place over the first half of the row's fp32 logits.
-//   3. O = P·V: each warp owns 64 heads x 64 channels of O (a 64x64 warp tile), V tiles dequantized again.
-// Key tiles are dequantized from their records straight into shared memory (swizzled BF16 rows); the records
-// of the next tile are loaded into registers while the current one is multiplied.
+//      BF16, written in place over the first half of the row's fp32 logits.
+//   3. O = P·V, V tiles dequantized again. mma.sync: each warp owns a 64 heads x 64 channels tile of O;
+//      wgmma: each warpgroup owns 64 heads x 256 channels, P fragments loaded from shared memory.
+// Key tiles are dequantized from their records straight into shared memory, in the 128-byte-swizzled layout
+// that wgmma descriptors read (8 slabs of 64 channels; row k of a slab is 128 B, 16-byte chunk c stored at
+// c ^ (k mod 8)); the same layout is K-major for Q·Kᵀ and MN-major for P·V, and gives conflict-free ldmatrix.
+// The records of the next tile are loaded into registers while the current one is multiplied.
 #include "sparse_attention.cuh"
 
 #include <cuda_bf16.h>
@@ -37,8 +40,8 @@ constexpr int kNvfp4RecordBytes = kDim / 2 + kDim / 16;                 // 288
 constexpr int kChunk = 16;                                              // channels per dequantization chunk
 constexpr int kChunksPerKey = kDim / kChunk;                            // 32: one warp covers one key row
 constexpr int kChunksPerThread = kTileKeys * kChunksPerKey / kThreads;  // 8
-constexpr int kTileRowBytes = kDim * 2;                                 // 1024 B of BF16 per key
-constexpr int kTileBytes = kTileKeys * kTileRowBytes;                   // 64 KB
+constexpr int kSlabBytes = kTileKeys * 128;                             // 64 keys x 64 channels of BF16
+constexpr int kTileBytes = kSlabBytes * (kDim / 64);                    // 64 KB
 constexpr int kMaxTiles = kSparseAttentionMaxKeys / kTileKeys;          // 10
 
 static_assert(kSparseAttentionMaxKeys % kTileKeys == 0, "whole tiles of keys");
@@ -64,12 +67,103 @@ __device__ inline void ldmatrix_x4_trans(uint32_t address, uint32_t (&r)[4]) {
 }
 
 // d += a·b for one m16n8k16 tile, BF16 inputs, fp32 accumulators.
-__device__ inline void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+__device__ inline void mma_bf16(float* d, const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
       "{%0, %1, %2, %3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// ---- wgmma (sm_90a): D[64 x N] (+)= A[64 x 16] · B[16 x N], A from registers (per warp the m16n8k16 A
+// fragment of its 16 rows), B through a shared-memory descriptor, fp32 accumulators in the m16n8k16 C layout
+// repeated over N/8 column blocks. `accumulate` 0 overwrites D.
+
+// Descriptor of a 128-byte-swizzled operand (layout type 1): start address, leading and stride byte offsets,
+// all in 16-byte units. The swizzle pattern repeats every 1024 B, so tiles start 1024-byte aligned.
+__device__ inline uint64_t sw128_descriptor(uint32_t address, uint32_t leading_bytes, uint32_t stride_bytes) {
+  return static_cast<uint64_t>((address >> 4) & 0x3FFFu) |
+         (static_cast<uint64_t>((leading_bytes >> 4) & 0x3FFFu) << 16) |
+         (static_cast<uint64_t>((stride_bytes >> 4) & 0x3FFFu) << 32) | (uint64_t{1} << 62);
+}
+
+__device__ inline void wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+
+__device__ inline void wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+
+__device__ inline void wgmma_wait_all() {
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+}
+
+// Orders this thread's ordinary shared-memory stores before later reads by the async proxy (wgmma).
+__device__ inline void fence_proxy_async() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+// Keeps the compiler from moving accesses of an accumulator across wgmma issue/wait.
+__device__ inline void fence_register(float& r) {
+  asm volatile("" : "+f"(r)::"memory");
+}
+
+__device__ inline void wgmma_m64n64k16(float (&d)[32], const uint32_t (&a)[4], uint64_t b_desc,
+                                       int accumulate) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+      "}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]),
+        "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+        "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(accumulate));
+}
+
+__device__ inline void wgmma_m64n256k16_tb(float (&d)[128], const uint32_t (&a)[4], uint64_t b_desc,
+                                           int accumulate) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %133, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+      "}, {%128, %129, %130, %131}, %132, p, 1, 1, 1;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]),
+        "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+        "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]),
+        "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]),
+        "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]),
+        "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]),
+        "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]),
+        "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]),
+        "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]),
+        "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]),
+        "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]),
+        "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]),
+        "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]),
+        "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]),
+        "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(accumulate));
 }
 
 __device__ inline uint32_t bf16x2_bits(float lo, float hi) {
@@ -79,18 +173,20 @@ __device__ inline uint32_t bf16x2_bits(float lo, float hi) {
   return bits;
 }
 
-// ---- shared-memory layout
-// ---------------------------------------------------------------------------------- logits: [64
-// heads][key_stride] fp32, column t of row h stored at t ^ 8·(h mod 8) (the accumulator stores of
+// ---- shared-memory layout ------------------------------------------------------------------------------
+// tile:   64 keys x 512 channels BF16 (64 KB, 1024-byte aligned) as 8 slabs of 64 channels; in a slab, key k
+//         is a 128-byte row and its 16-byte chunk c (channels 8c..8c+7 of the slab) sits at c ^ (k mod 8).
+// logits: [64 heads][key_stride] fp32, column t of row h stored at t ^ 8·(h mod 8) (accumulator stores of
 //         8 rows then hit different banks). After phase 2 the first key_stride·2 bytes of row h hold P as
 //         BF16 in 16-byte chunks, chunk j stored at j ^ (h mod 8) (conflict-free ldmatrix).
-// tile:   [64 keys][512] BF16, 16-byte chunk j of key k stored at j ^ (k mod 8).
 // keys:   [key_stride] record indices: the row's visible window rows, then its selected entries.
+// counts: window keys, total keys.
 
 struct Layout {
-  float* logits;
   uint8_t* tile;
+  float* logits;
   int32_t* keys;
+  int* counts;
   int key_stride;
 };
 
@@ -98,8 +194,13 @@ __device__ inline int logit_column(int h, int t) {
   return t ^ ((h & 7) << 3);
 }
 
+// Byte offset in the tile of channels [8·chunk, 8·chunk + 8) of `key` (chunk 0..63).
+__device__ inline int tile_offset(int key, int chunk) {
+  return (chunk >> 3) * kSlabBytes + key * 128 + (((chunk & 7) ^ (key & 7)) << 4);
+}
+
 __device__ inline uint32_t tile_chunk_address(const uint8_t* tile, int key, int chunk) {
-  return smem_address(tile + key * kTileRowBytes + ((chunk ^ (key & 7)) << 4));
+  return smem_address(tile + tile_offset(key, chunk));
 }
 
 __device__ inline uint8_t* prob_chunk(const Layout& s, int h, int chunk) {
@@ -199,24 +300,25 @@ __device__ inline void store_tile(const Layout& s, const KeySource& src, int til
     hi.y = bf16x2_bits(v[10], v[11]);
     hi.z = bf16x2_bits(v[12], v[13]);
     hi.w = bf16x2_bits(v[14], v[15]);
-    uint8_t* row = s.tile + key * kTileRowBytes;
-    *reinterpret_cast<uint4*>(row + (((2 * chunk) ^ (key & 7)) << 4)) = lo;
-    *reinterpret_cast<uint4*>(row + (((2 * chunk + 1) ^ (key & 7)) << 4)) = hi;
+    *reinterpret_cast<uint4*>(s.tile + tile_offset(key, 2 * chunk)) = lo;
+    *reinterpret_cast<uint4*>(s.tile + tile_offset(key, 2 * chunk + 1)) = hi;
   }
+  fence_proxy_async();  // the wgmma variant reads the tile through the async proxy
 }
 
 // ---- phase 1: raw logits S = Q·Kᵀ
 // --------------------------------------------------------------------------
 
+template <bool kWgmma>
 __device__ void compute_logits(const Layout& s, const KeySource& src, const uint16_t* q_row, int tiles) {
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int g = lane / 4, c = lane % 4;
-  const int head0 = 16 * (warp & 3);   // this warp's 16 heads
-  const int dim0 = 256 * (warp >> 2);  // and its half of the channels
+  const int head0 = 16 * (warp & 3);   // this warp's 16 heads (its rows in the warpgroup)
+  const int dim0 = 256 * (warp >> 2);  // and its warpgroup's half of the channels
   const bool second_half = (warp >> 2) != 0;
 
-  // A fragments of Q[head0 .. +16][dim0 .. +256]: 16 k-steps of m16n8k16.
+  // A fragments of Q[head0 .. +16][dim0 .. +256]: 16 k-steps of m16n8k16 (also wgmma's register A layout).
   uint32_t qa[16][4];
   const auto q_pair = [&](int head, int dim) {
     return __ldg(reinterpret_cast<const uint32_t*>(q_row + head * kDim + dim));
@@ -238,18 +340,35 @@ __device__ void compute_logits(const Layout& s, const KeySource& src, const uint
     __syncthreads();  // tile complete; the previous tile's partial sums are in
     if (tile + 1 < tiles) load_tile(s, src, tile + 1, records);
 
-    float acc[8][4];
+    // acc[4j .. 4j+3]: keys 8j.. of the tile in the m16n8k16 C layout
+    float acc[32];
 #pragma unroll
-    for (int j = 0; j < 8; ++j) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+    for (int i = 0; i < 32; ++i) acc[i] = 0.0f;
+    if constexpr (kWgmma) {
+      const uint32_t tile_base = smem_address(s.tile);
+      wgmma_fence();
 #pragma unroll
-    for (int ks = 0; ks < 16; ++ks) {
-      const int chunk = (dim0 + 16 * ks) / 8 + (mi & 1);
+      for (int ks = 0; ks < 16; ++ks) {
+        // K-major B: keys are N (8-row groups 1024 B apart), channels dim0 + 16ks.. are K within a slab row
+        const uint32_t start =
+            tile_base + static_cast<uint32_t>((dim0 / 64 + ks / 4) * kSlabBytes + (ks % 4) * 32);
+        wgmma_m64n64k16(acc, qa[ks], sw128_descriptor(start, 16, 1024), 1);
+      }
+      wgmma_commit();
+      wgmma_wait_all();
 #pragma unroll
-      for (int jp = 0; jp < 4; ++jp) {
-        uint32_t b[4];
-        ldmatrix_x4(tile_chunk_address(s.tile, 16 * jp + r + 8 * (mi >> 1), chunk), b);
-        mma_bf16(acc[2 * jp], qa[ks], b[0], b[1]);
-        mma_bf16(acc[2 * jp + 1], qa[ks], b[2], b[3]);
+      for (int i = 0; i < 32; ++i) fence_register(acc[i]);
+    } else {
+#pragma unroll
+      for (int ks = 0; ks < 16; ++ks) {
+        const int chunk = (dim0 + 16 * ks) / 8 + (mi & 1);
+#pragma unroll
+        for (int jp = 0; jp < 4; ++jp) {
+          uint32_t b[4];
+          ldmatrix_x4(tile_chunk_address(s.tile, 16 * jp + r + 8 * (mi >> 1), chunk), b);
+          mma_bf16(acc + 8 * jp, qa[ks], b[0], b[1]);
+          mma_bf16(acc + 8 * jp + 4, qa[ks], b[2], b[3]);
+        }
       }
     }
     // rows head0+g and head0+g+8, columns tile·64 + 8j + 2c (+1)
@@ -261,8 +380,8 @@ __device__ void compute_logits(const Layout& s, const KeySource& src, const uint
     if (!second_half) {
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
-        *slot(j, 0) = make_float2(acc[j][0], acc[j][1]);
-        *slot(j, 1) = make_float2(acc[j][2], acc[j][3]);
+        *slot(j, 0) = make_float2(acc[4 * j], acc[4 * j + 1]);
+        *slot(j, 1) = make_float2(acc[4 * j + 2], acc[4 * j + 3]);
       }
     }
     __syncthreads();  // first halves stored; every warp is done reading the tile
@@ -271,8 +390,8 @@ __device__ void compute_logits(const Layout& s, const KeySource& src, const uint
       for (int j = 0; j < 8; ++j) {
         float2* lo = slot(j, 0);
         float2* hi = slot(j, 1);
-        *lo = make_float2(lo->x + acc[j][0], lo->y + acc[j][1]);
-        *hi = make_float2(hi->x + acc[j][2], hi->y + acc[j][3]);
+        *lo = make_float2(lo->x + acc[4 * j], lo->y + acc[4 * j + 1]);
+        *hi = make_float2(hi->x + acc[4 * j + 2], hi->y + acc[4 * j + 3]);
       }
     }
   }
@@ -335,18 +454,33 @@ __device__ void compute_probabilities(const Layout& s, int total, int tiles, con
 // ---- phase 3: O = P·V
 // --------------------------------------------------------------------------------------
 
-__device__ void compute_output(const Layout& s, const KeySource& src, int tiles, uint16_t* out_row) {
-  const int warp = static_cast<int>(threadIdx.x) / 32;
+// O tile of one warp in the m16n8k16 C layout: acc[4j .. 4j+3] covers rows head0+g, head0+g+8 and channels
+// dim0 + 8j + 2c (+1); stored as BF16.
+template <int kBlocks>
+__device__ inline void store_output(const float (&acc)[4 * kBlocks], int head0, int dim0, uint16_t* out_row) {
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int g = lane / 4, c = lane % 4;
-  const int mi = lane / 8, r = lane % 8;
-  const int dim0 = 64 * warp;  // this warp's 64 output channels, all 64 heads
+#pragma unroll
+  for (int j = 0; j < kBlocks; ++j) {
+    const int d = dim0 + 8 * j + 2 * c;
+    *reinterpret_cast<uint32_t*>(out_row + (head0 + g) * kDim + d) = bf16x2_bits(acc[4 * j], acc[4 * j + 1]);
+    *reinterpret_cast<uint32_t*>(out_row + (head0 + g + 8) * kDim + d) =
+        bf16x2_bits(acc[4 * j + 2], acc[4 * j + 3]);
+  }
+}
 
-  float acc[4][8][4];
+// mma.sync: warp w owns all 64 heads x channels [64w, 64w + 64): acc[m] is heads 16m.. (8 column blocks).
+__device__ void compute_output_mma(const Layout& s, const KeySource& src, int tiles, uint16_t* out_row) {
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const int mi = lane / 8, r = lane % 8;
+  const int dim0 = 64 * warp;
+
+  float acc[4][32];
 #pragma unroll
   for (int m = 0; m < 4; ++m)
 #pragma unroll
-    for (int j = 0; j < 8; ++j) acc[m][j][0] = acc[m][j][1] = acc[m][j][2] = acc[m][j][3] = 0.0f;
+    for (int i = 0; i < 32; ++i) acc[m][i] = 0.0f;
 
   TileRecords records;
   if (tiles > 0) load_tile(s, src, 0, records);
@@ -370,35 +504,74 @@ __device__ void compute_output(const Layout& s, const KeySource& src, int tiles,
             tile_chunk_address(s.tile, 16 * ks + r + 8 * (mi & 1), (dim0 + 16 * jp) / 8 + (mi >> 1)), b);
 #pragma unroll
         for (int m = 0; m < 4; ++m) {
-          mma_bf16(acc[m][2 * jp], a[m], b[0], b[1]);
-          mma_bf16(acc[m][2 * jp + 1], a[m], b[2], b[3]);
+          mma_bf16(acc[m] + 8 * jp, a[m], b[0], b[1]);
+          mma_bf16(acc[m] + 8 * jp + 4, a[m], b[2], b[3]);
         }
       }
     }
     __syncthreads();  // the tile is free for the next one
   }
-
 #pragma unroll
-  for (int m = 0; m < 4; ++m) {
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const int d = dim0 + 8 * j + 2 * c;
-      uint16_t* lo = out_row + (16 * m + g) * kDim + d;
-      uint16_t* hi = out_row + (16 * m + g + 8) * kDim + d;
-      *reinterpret_cast<uint32_t*>(lo) = bf16x2_bits(acc[m][j][0], acc[m][j][1]);
-      *reinterpret_cast<uint32_t*>(hi) = bf16x2_bits(acc[m][j][2], acc[m][j][3]);
-    }
-  }
+  for (int m = 0; m < 4; ++m) store_output<8>(acc[m], 16 * m, dim0, out_row);
 }
 
+// wgmma: warpgroup g owns all 64 heads x channels [256g, 256g + 256) (m64n256k16, 128 accumulators per
+// thread); warp w of the group supplies the P fragments of heads 16w.. from shared memory.
+__device__ void compute_output_wgmma(const Layout& s, const KeySource& src, int tiles, uint16_t* out_row) {
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const int mi = lane / 8, r = lane % 8;
+  const int head0 = 16 * (warp & 3);
+  const int group = warp >> 2;
+
+  float acc[128];
+#pragma unroll
+  for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+
+  const uint32_t tile_base = smem_address(s.tile);
+  TileRecords records;
+  if (tiles > 0) load_tile(s, src, 0, records);
+  for (int tile = 0; tile < tiles; ++tile) {
+    store_tile(s, src, tile, records);
+    __syncthreads();
+    if (tile + 1 < tiles) load_tile(s, src, tile + 1, records);
+    uint32_t a[4][4];
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+      const int h = head0 + r + 8 * (mi & 1);
+      ldmatrix_x4(smem_address(prob_chunk(s, h, (tile * kTileKeys + 16 * ks) / 8 + (mi >> 1))), a[ks]);
+    }
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+      // MN-major B: channels are N (64 per slab row, slabs kSlabBytes apart), keys 16ks.. are K (8-row
+      // groups 1024 B apart)
+      const uint32_t start = tile_base + static_cast<uint32_t>(4 * group * kSlabBytes + 16 * ks * 128);
+      wgmma_m64n256k16_tb(acc, a[ks], sw128_descriptor(start, kSlabBytes, 1024), 1);
+    }
+    wgmma_commit();
+    wgmma_wait_all();
+#pragma unroll
+    for (int i = 0; i < 128; ++i) fence_register(acc[i]);
+    __syncthreads();  // the tile is free for the next one
+  }
+  store_output<32>(acc, head0, 256 * group, out_row);
+}
+
+template <bool kWgmma>
 __global__ void __launch_bounds__(kThreads, 1)
     sparse_attention_kernel(SparseAttentionArgs args, int key_stride, float scale) {
-  extern __shared__ __align__(16) uint8_t smem[];
-  __shared__ int row_counts[2];
+  // No static shared memory: the dynamic block then starts at the CTA's (1024-byte aligned) shared window,
+  // which the swizzled wgmma tiles need.
+  extern __shared__ __align__(1024) uint8_t smem[];
+  if constexpr (kWgmma) {
+    if ((smem_address(smem) & 1023u) != 0) __trap();
+  }
   Layout s;
-  s.logits = reinterpret_cast<float*>(smem);
-  s.tile = smem + static_cast<size_t>(kHeads) * key_stride * sizeof(float);
-  s.keys = reinterpret_cast<int32_t*>(s.tile + kTileBytes);
+  s.tile = smem;
+  s.logits = reinterpret_cast<float*>(smem + kTileBytes);
+  s.keys = reinterpret_cast<int32_t*>(s.logits + static_cast<size_t>(kHeads) * key_stride);
+  s.counts = s.keys + key_stride;
   s.key_stride = key_stride;
 
   const int64_t row = blockIdx.x;
@@ -411,43 +584,60 @@ __global__ void __launch_bounds__(kThreads, 1)
         args.topk > 0 ? append_valid(args.selection + row * args.topk, args.topk, s.keys, window_keys, lane)
                       : window_keys;
     if (lane == 0) {
-      row_counts[0] = window_keys;
-      row_counts[1] = total;
+      s.counts[0] = window_keys;
+      s.counts[1] = total;
     }
   }
   __syncthreads();
-  const KeySource src{args.window_records, args.entry_records, row_counts[0], row_counts[1]};
+  const KeySource src{args.window_records, args.entry_records, s.counts[0], s.counts[1]};
   const int tiles = (src.total + kTileKeys - 1) / kTileKeys;
 
-  compute_logits(s, src, args.q + row * kHeads * kDim, tiles);
+  compute_logits<kWgmma>(s, src, args.q + row * kHeads * kDim, tiles);
   compute_probabilities(s, src.total, tiles, args.sink, scale);
-  compute_output(s, src, tiles, args.out + row * kHeads * kDim);
+  if constexpr (kWgmma) {
+    compute_output_wgmma(s, src, tiles, args.out + row * kHeads * kDim);
+  } else {
+    compute_output_mma(s, src, tiles, args.out + row * kHeads * kDim);
+  }
 }
 
-}  // namespace
+size_t shared_bytes(int key_stride) {
+  return kTileBytes + static_cast<size_t>(kHeads) * key_stride * sizeof(float) +
+         static_cast<size_t>(key_stride) * sizeof(int32_t) + 2 * sizeof(int);
+}
 
-void sparse_attention(const SparseAttentionArgs& args, cudaStream_t stream) {
-  validate_sparse_attention_args(args);
-  if (args.n == 0) return;
-  const int keys = args.window_cap + args.topk;
-  const int key_stride = std::max(kTileKeys, (keys + kTileKeys - 1) / kTileKeys * kTileKeys);
-  const size_t smem = static_cast<size_t>(kHeads) * key_stride * sizeof(float) + kTileBytes +
-                      static_cast<size_t>(key_stride) * sizeof(int32_t);
-  // once per device, at the largest size any call uses (setting it on every call costs host time that shows
-  // at small batches)
+// Raises a kernel's shared-memory limit once per device (setting it on every call costs host time that
+// shows at small batches), at the largest size any call uses.
+template <bool kWgmma>
+void allow_shared_memory() {
   static std::atomic<uint64_t> configured_devices{0};
   int device = 0;
   FKV_CUDA_CHECK(cudaGetDevice(&device));
   const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
-  if (bit == 0 || (configured_devices.load(std::memory_order_acquire) & bit) == 0) {
-    const size_t most = static_cast<size_t>(kHeads) * kSparseAttentionMaxKeys * sizeof(float) + kTileBytes +
-                        static_cast<size_t>(kSparseAttentionMaxKeys) * sizeof(int32_t);
-    FKV_CUDA_CHECK(cudaFuncSetAttribute(sparse_attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(most)));
-    configured_devices.fetch_or(bit, std::memory_order_release);
-  }
+  if (bit != 0 && (configured_devices.load(std::memory_order_acquire) & bit) != 0) return;
+  FKV_CUDA_CHECK(cudaFuncSetAttribute(sparse_attention_kernel<kWgmma>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(shared_bytes(kSparseAttentionMaxKeys))));
+  configured_devices.fetch_or(bit, std::memory_order_release);
+}
+
+}  // namespace
+
+void sparse_attention(const SparseAttentionArgs& args, cudaStream_t stream, SparseAttentionVariant variant) {
+  validate_sparse_attention_args(args);
+  if (args.n == 0) return;
+  const int keys = args.window_cap + args.topk;
+  const int key_stride = std::max(kTileKeys, (keys + kTileKeys - 1) / kTileKeys * kTileKeys);
+  const size_t smem = shared_bytes(key_stride);
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(kDim)));
-  sparse_attention_kernel<<<static_cast<unsigned>(args.n), kThreads, smem, stream>>>(args, key_stride, scale);
+  const auto grid = static_cast<unsigned>(args.n);
+  if (variant == SparseAttentionVariant::kWgmma) {
+    allow_shared_memory<true>();
+    sparse_attention_kernel<true><<<grid, kThreads, smem, stream>>>(args, key_stride, scale);
+  } else {
+    allow_shared_memory<false>();
+    sparse_attention_kernel<false><<<grid, kThreads, smem, stream>>>(args, key_stride, scale);
+  }
   FKV_CUDA_CHECK_LAUNCH();
 }
 

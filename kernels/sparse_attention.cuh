@@ -8,8 +8,8 @@
 //
 // How: one CTA per query row. Key rows are dequantized from their records into shared memory as BF16 tiles
 // of 64 keys (both record kinds decode to values that BF16 holds exactly, so no rounding happens there) and
-// never written back to device memory. S = Q·Kᵀ and O = P·V run on the tensor cores (mma.sync m16n8k16 BF16,
-// fp32 accumulate) with the 64 heads as the M dimension. All logits of the row stay in shared memory (fp32),
+// never written back to device memory. S = Q·Kᵀ and O = P·V run on the tensor cores (BF16 inputs, fp32
+// accumulate) with the 64 heads as the M dimension. All logits of the row stay in shared memory (fp32),
 // so the softmax is normalised before P is rounded, exactly as the spec orders it.
 //
 // Contract:
@@ -52,6 +52,14 @@ struct SparseAttentionArgs {
   uint16_t* out = nullptr;
 };
 
-void sparse_attention(const SparseAttentionArgs& args, cudaStream_t stream);
+// Implementation choice; every variant computes the same function (the GPU test runs each against the CPU).
+enum class SparseAttentionVariant {
+  kAuto,     // the measured-fastest verified choice
+  kMmaSync,  // warp-level mma.sync m16n8k16 (ldmatrix operands)
+  kWgmma,    // warpgroup wgmma (sm_90a): Q and P from registers, K/V tiles through shared-memory descriptors
+};
+
+void sparse_attention(const SparseAttentionArgs& args, cudaStream_t stream,
+                      SparseAttentionVariant variant = SparseAttentionVariant::kAuto);
 
 }  // namespace flashkv::cuda

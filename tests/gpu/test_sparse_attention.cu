@@ -209,8 +209,14 @@ struct Comparison {
 };
 
 // Compares one query row (all heads) with the flip-aware bound of the header comment.
+// One GPU output row under comparison and its running tally.
+struct Candidate {
+  const float* got;
+  Comparison* result;
+};
+
 void compare_row(const Sequence& s, int64_t i, int64_t sliding_window, const std::vector<float>& sink,
-                 const float* want, const float* got, const std::string& where, Comparison& result) {
+                 const float* want, const std::vector<Candidate>& candidates, const std::string& where) {
   std::vector<float> entry_storage;
   const std::vector<const float*> keys = keys_of(s, i, sliding_window, entry_storage);
   const double scale = 1.0 / std::sqrt(static_cast<double>(kDim));
@@ -241,27 +247,30 @@ void compare_row(const Sequence& s, int64_t i, int64_t sliding_window, const std
         slack[static_cast<size_t>(c)] += flip[t] * v;
       }
     }
-    for (int c = 0; c < kDim; ++c) {
-      const size_t at = static_cast<size_t>(h) * kDim + c;
-      const double w = want[at], g = got[at];
-      const double tolerance = slack[static_cast<size_t>(c)] + 1e-4 * mass[static_cast<size_t>(c)] +
-                               bf16_ulp(std::max(std::fabs(w), std::fabs(g))) + 1e-30;
-      const double error = std::fabs(g - w);
-      ++result.checked;
-      if (g == w) ++result.equal;
-      const bool ok = error <= tolerance;  // false for NaN
-      result.worst_ratio = std::max(result.worst_ratio, ok ? error / tolerance : HUGE_VAL);
-      if (!ok) {
-        if (result.bad == 0) {
-          char text[320];
-          std::snprintf(text, sizeof text,
-                        "%s row %lld head %d channel %d: gpu %.9g cpu %.9g |diff| %.3g > tolerance %.3g "
-                        "(keys %zu, sum p|v| %.4g)",
-                        where.c_str(), static_cast<long long>(i), h, c, g, w, error, tolerance, keys.size(),
-                        mass[static_cast<size_t>(c)]);
-          result.first_bad = text;
+    for (const Candidate& candidate : candidates) {
+      Comparison& result = *candidate.result;
+      for (int c = 0; c < kDim; ++c) {
+        const size_t at = static_cast<size_t>(h) * kDim + c;
+        const double w = want[at], g = candidate.got[at];
+        const double tolerance = slack[static_cast<size_t>(c)] + 1e-4 * mass[static_cast<size_t>(c)] +
+                                 bf16_ulp(std::max(std::fabs(w), std::fabs(g))) + 1e-30;
+        const double error = std::fabs(g - w);
+        ++result.checked;
+        if (g == w) ++result.equal;
+        const bool ok = error <= tolerance;  // false for NaN
+        result.worst_ratio = std::max(result.worst_ratio, ok ? error / tolerance : HUGE_VAL);
+        if (!ok) {
+          if (result.bad == 0) {
+            char text[320];
+            std::snprintf(text, sizeof text,
+                          "%s row %lld head %d channel %d: gpu %.9g cpu %.9g |diff| %.3g > tolerance %.3g "
+                          "(keys %zu, sum p|v| %.4g)",
+                          where.c_str(), static_cast<long long>(i), h, c, g, w, error, tolerance, keys.size(),
+                          mass[static_cast<size_t>(c)]);
+            result.first_bad = text;
+          }
+          ++result.bad;
         }
-        ++result.bad;
       }
     }
   }
@@ -316,24 +325,31 @@ void check_shape(Shape shape) {
   const DeviceArray<uint8_t> d_window(window_pool), d_entries(entry_pool);
   const DeviceArray<int32_t> d_window_rows(window_rows), d_selection(selection);
   const DeviceArray<float> d_sink(sink);
-  const DeviceArray<uint16_t> d_out(std::vector<uint16_t>(static_cast<size_t>(rows) * kRowWidth, 0xFFFF));
+  const fc::SparseAttentionVariant variants[] = {fc::SparseAttentionVariant::kMmaSync,
+                                                 fc::SparseAttentionVariant::kWgmma};
+  const char* const variant_names[] = {"mma.sync", "wgmma"};
+  constexpr int kVariants = 2;
+  std::vector<std::vector<uint16_t>> out_bits;
+  for (const fc::SparseAttentionVariant variant : variants) {
+    // poisoned with BF16 NaN: an element the kernel does not write fails the comparison
+    const DeviceArray<uint16_t> d_out(std::vector<uint16_t>(static_cast<size_t>(rows) * kRowWidth, 0xFFFF));
+    fc::SparseAttentionArgs args;
+    args.q = d_q.get();
+    args.n = rows;
+    args.window_records = d_window.get();
+    args.window_rows = d_window_rows.get();
+    args.window_cap = window_cap;
+    args.entry_records = d_entries.get();
+    args.selection = d_selection.get();
+    args.topk = shape.topk;
+    args.sink = d_sink.get();
+    args.out = d_out.get();
+    fc::sparse_attention(args, nullptr, variant);
+    FKV_CUDA_CHECK(cudaDeviceSynchronize());
+    out_bits.push_back(d_out.download(static_cast<size_t>(rows) * kRowWidth));
+  }
 
-  fc::SparseAttentionArgs args;
-  args.q = d_q.get();
-  args.n = rows;
-  args.window_records = d_window.get();
-  args.window_rows = d_window_rows.get();
-  args.window_cap = window_cap;
-  args.entry_records = d_entries.get();
-  args.selection = d_selection.get();
-  args.topk = shape.topk;
-  args.sink = d_sink.get();
-  args.out = d_out.get();
-  fc::sparse_attention(args, nullptr);
-  FKV_CUDA_CHECK(cudaDeviceSynchronize());
-  const std::vector<uint16_t> out_bits = d_out.download(static_cast<size_t>(rows) * kRowWidth);
-
-  Comparison result;
+  Comparison results[kVariants];
   int64_t row0 = 0;
   for (size_t si = 0; si < sequences.size(); ++si) {
     const Sequence& s = sequences[si];
@@ -354,24 +370,34 @@ void check_shape(Shape shape) {
     problem.sink = sink.data();
     std::vector<float> want(static_cast<size_t>(s.n) * kRowWidth);
     flashkv::test::cpu_sparse_attention_faithful(problem, want.data());
-    std::vector<float> got(want.size());
-    for (size_t k = 0; k < got.size(); ++k)
-      got[k] = nm::bf16_to_float(out_bits[static_cast<size_t>(row0) * kRowWidth + k]);
+    std::vector<std::vector<float>> got(kVariants, std::vector<float>(want.size()));
+    for (int v = 0; v < kVariants; ++v) {
+      for (size_t k = 0; k < want.size(); ++k)
+        got[v][k] = nm::bf16_to_float(out_bits[v][static_cast<size_t>(row0) * kRowWidth + k]);
+    }
     for (int64_t i = 0; i < s.n; ++i) {
-      compare_row(s, i, shape.sliding_window, sink, want.data() + i * kRowWidth, got.data() + i * kRowWidth,
-                  std::string(shape.name) + " sequence " + std::to_string(si), result);
+      std::vector<Candidate> candidates;
+      for (int v = 0; v < kVariants; ++v) candidates.push_back({got[v].data() + i * kRowWidth, &results[v]});
+      compare_row(s, i, shape.sliding_window, sink, want.data() + i * kRowWidth, candidates,
+                  std::string(shape.name) + " sequence " + std::to_string(si));
     }
     row0 += s.n;
   }
-  std::printf(
-      "sparse attention %-22s rows %3lld: %lld/%lld elements bit-equal to the CPU, worst error %.3f of "
-      "its bound, %lld over (seed %llu)\n",
-      shape.name, static_cast<long long>(rows), static_cast<long long>(result.equal),
-      static_cast<long long>(result.checked), result.worst_ratio, static_cast<long long>(result.bad),
-      static_cast<unsigned long long>(seed));
-  INFO("seed " << seed << ": " << result.bad << " of " << result.checked
-               << " elements out of bounds; first: " << result.first_bad);
-  REQUIRE(result.bad == 0);
+  for (int v = 0; v < kVariants; ++v) {
+    const Comparison& result = results[v];
+    std::printf(
+        "sparse attention %-8s %-26s rows %3lld: %lld/%lld elements bit-equal to the CPU, worst error "
+        "%.3f of its bound, %lld over (seed %llu)\n",
+        variant_names[v], shape.name, static_cast<long long>(rows), static_cast<long long>(result.equal),
+        static_cast<long long>(result.checked), result.worst_ratio, static_cast<long long>(result.bad),
+        static_cast<unsigned long long>(seed));
+  }
+  for (int v = 0; v < kVariants; ++v) {
+    const Comparison& result = results[v];
+    INFO(variant_names[v] << ", seed " << seed << ": " << result.bad << " of " << result.checked
+                          << " elements out of bounds; first: " << result.first_bad);
+    CHECK(result.bad == 0);
+  }
 }
 
 }  // namespace
