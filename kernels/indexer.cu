@@ -64,36 +64,42 @@ __device__ inline void decode_key(const uint8_t* keys, IndexKeyFormat format, in
   nm::dequantize_mxfp4_key(keys + static_cast<size_t>(entry) * nm::mxfp4_key_bytes(dim), dim, out);
 }
 
-__global__ void __launch_bounds__(kScoreThreads) exact_scores_kernel(IndexScoringArgs args) {
+// Rows with skip[row] != 0 are left to the tensor-core kernel (skip may be null). CTAs stride over the
+// entry tiles so that a grid over rows that are all skipped costs little.
+__global__ void __launch_bounds__(kScoreThreads) exact_scores_kernel(IndexScoringArgs args, const int* skip) {
   extern __shared__ float shared[];
-  const int heads = args.heads, dim = args.dim;
   const int64_t row = blockIdx.y;
+  if (skip != nullptr && skip[row] != 0) return;
+  const int heads = args.heads, dim = args.dim;
   float* query = shared;                 // heads * dim
   float* weights = query + heads * dim;  // heads
   float* keys = weights + heads;         // kScoreThreads rows of dim + 1
   const float* q_row = args.queries + row * heads * dim;
   for (int i = threadIdx.x; i < heads * dim; i += kScoreThreads) query[i] = q_row[i];
   for (int h = threadIdx.x; h < heads; h += kScoreThreads) weights[h] = args.head_weights[row * heads + h];
-  const int64_t entry = static_cast<int64_t>(blockIdx.x) * kScoreThreads + threadIdx.x;
   const int64_t visible = min(args.n_visible[row], args.key_count);
   float* key = keys + threadIdx.x * (dim + 1);
-  if (entry < visible) decode_key(args.keys, args.key_format, dim, entry, key);
-  __syncthreads();
-  if (entry >= args.key_count) return;
-  float* out = args.scores + row * args.key_count + entry;
-  if (entry >= visible) {
-    *out = -INFINITY;
-    return;
+  for (int64_t tile = blockIdx.x; tile * kScoreThreads < args.key_count; tile += gridDim.x) {
+    const int64_t entry = tile * kScoreThreads + threadIdx.x;
+    __syncthreads();  // the previous tile's keys are no longer read
+    if (entry < visible) decode_key(args.keys, args.key_format, dim, entry, key);
+    __syncthreads();
+    if (entry >= args.key_count) continue;
+    float* out = args.scores + row * args.key_count + entry;
+    if (entry >= visible) {
+      *out = -INFINITY;
+      continue;
+    }
+    double sum = 0;
+    for (int h = 0; h < heads; ++h) {
+      const double product = bf16_if(cpu_order_dot(query + h * dim, key, dim), args.faithful);
+      const double relu = product < 0.0 ? 0.0 : product;  // std::max(product, 0.0), NaN kept
+      // Explicit roundings: a fused multiply-add here would differ from the CPU's product-then-sum.
+      sum = __dadd_rn(sum, bf16_if(__dmul_rn(relu, static_cast<double>(weights[h])), args.faithful));
+    }
+    const float value = __double2float_rn(sum);
+    *out = args.faithful ? nm::bf16_to_float(nm::bf16_from_float(value)) : value;
   }
-  double sum = 0;
-  for (int h = 0; h < heads; ++h) {
-    const double product = bf16_if(cpu_order_dot(query + h * dim, key, dim), args.faithful);
-    const double relu = product < 0.0 ? 0.0 : product;  // std::max(product, 0.0), NaN kept
-    // Explicit roundings: a fused multiply-add here would differ from the CPU's product-then-sum.
-    sum = __dadd_rn(sum, bf16_if(__dmul_rn(relu, static_cast<double>(weights[h])), args.faithful));
-  }
-  const float value = __double2float_rn(sum);
-  *out = args.faithful ? nm::bf16_to_float(nm::bf16_from_float(value)) : value;
 }
 
 size_t exact_scores_smem(int heads, int dim) {
@@ -101,14 +107,380 @@ size_t exact_scores_smem(int heads, int dim) {
          (static_cast<size_t>(heads) * dim + heads + static_cast<size_t>(kScoreThreads) * (dim + 1));
 }
 
-void launch_exact_scores(const IndexScoringArgs& args, cudaStream_t stream) {
+int sm_count() {
+  static const int count = [] {
+    int device = 0, sms = 0;
+    FKV_CUDA_CHECK(cudaGetDevice(&device));
+    FKV_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    return sms;
+  }();
+  return count;
+}
+
+void launch_exact_scores(const IndexScoringArgs& args, const int* skip, cudaStream_t stream) {
   const size_t smem = exact_scores_smem(args.heads, args.dim);
   FKV_CUDA_CHECK(cudaFuncSetAttribute(exact_scores_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(smem)));
-  const dim3 grid(static_cast<unsigned>((args.key_count + kScoreThreads - 1) / kScoreThreads),
-                  static_cast<unsigned>(args.n));
-  exact_scores_kernel<<<grid, kScoreThreads, smem, stream>>>(args);
+  const int64_t tiles = (args.key_count + kScoreThreads - 1) / kScoreThreads;
+  const int64_t per_row = std::max<int64_t>(1, 4 * sm_count() / std::max<int64_t>(args.n, 1));
+  const dim3 grid(static_cast<unsigned>(std::min(tiles, per_row)), static_cast<unsigned>(args.n));
+  exact_scores_kernel<<<grid, kScoreThreads, smem, stream>>>(args, skip);
   FKV_CUDA_CHECK_LAUNCH();
+}
+
+// ---- tensor-core scoring of MXFP4 queries against MXFP4 keys (dim 128, faithful) -----------------------
+//
+// Each 32-channel block product of a head is an exact integer: with E2M1 values doubled (integers in
+// [-12, 12]) an int8 MMA (m16n8k32: one k step = one scale block) gives I_b = Σ 4·q·k / (scale_q·scale_k).
+// The key's signs are split off (A_pos / A_neg magnitudes as u8 through one byte permute each, multiplied
+// with B and −B into the same accumulator), so no per-byte negation is needed. The dot product
+// Σ_b I_b·2^(e_qb + e_kb − 2) is then accumulated in fp32, which is exact when the scale exponents of the
+// head's four blocks span at most 9 binades (every term has < 15 significant bits); otherwise that entry
+// is combined in double (exact up to 38 binades). The exact value rounded once to fp32 then BF16 is what
+// the CPU computes. Faithful numerics make the rest exact too: the ReLU·w product is one fp32 rounding of
+// an exact product (as the CPU's double product rounded to fp32), and the head sum of BF16 terms is exact
+// in double in any order.
+//
+// Query preparation checks that every query block is exactly MXFP4 (decode(encode(q)) == q) with a scale
+// in the normal fp32 range; rows that are not go through the exact path.
+
+constexpr int kFastDim = 128;
+constexpr int kFastBlocks = kFastDim / 32;
+constexpr int kFastThreads = 128;                             // 4 warps
+constexpr int kFastTileEntries = 128;                         // entries per pipeline stage; 32 per warp
+constexpr int kKeyBytes = 68;                                 // mxfp4_key_bytes(128)
+constexpr int kFastTileBytes = kFastTileEntries * kKeyBytes;  // 8704, a multiple of 16
+constexpr int kFastStages = 3;
+constexpr int kFastRows = 4;  // query rows per CTA
+constexpr int kMaxFastHeads = 64;
+constexpr int kExactSpan = 9;  // binades of scale spread the fp32 accumulation absorbs exactly
+
+// Per query row, after preparation.
+struct PreparedQueries {
+  int8_t* values;   // [n, heads, 128]: 2·E2M1 value (integer), channel order
+  int8_t* negated;  // the same, negated
+  float* scales;    // [n, heads, 4]: 2^(e − 127 − 2)
+  int* fast;        // [n]: 1 when the row is MXFP4-exact with normal-range scales
+  int* span;        // [n]: max over heads of the block exponent spread
+};
+
+// One CTA per query row, one thread per (head, block).
+__global__ void prepare_queries_kernel(const float* queries, int64_t n, int heads, PreparedQueries out) {
+  __shared__ int all_exact, max_span;
+  __shared__ int exponents[kMaxFastHeads * kFastBlocks];
+  const int64_t row = blockIdx.x;
+  if (threadIdx.x == 0) {
+    all_exact = 1;
+    max_span = 0;
+  }
+  __syncthreads();
+  const int slot = threadIdx.x;  // head * 4 + block
+  if (slot < heads * kFastBlocks) {
+    const float* x = queries + (row * heads) * kFastDim + slot * 32;
+    const uint8_t code = nm::mxfp4_block_scale_code(nm::block_amax(x, 32));
+    const float scale = nm::e8m0_to_float(code);
+    bool exact = code >= 3 && code != 0xFF;  // 2^(code - 129) must stay a normal fp32
+    int8_t* values = out.values + (row * heads) * kFastDim + slot * 32;
+    int8_t* negated = out.negated + (row * heads) * kFastDim + slot * 32;
+    for (int i = 0; i < 32; ++i) {
+      const uint8_t c = nm::mxfp4_encode(x[i], scale);
+      exact = exact && nm::fp4_decode(c, scale) == x[i];
+      const int doubled = static_cast<int>(2.0f * nm::e2m1_to_float(c));
+      values[i] = static_cast<int8_t>(doubled);
+      negated[i] = static_cast<int8_t>(-doubled);
+    }
+    out.scales[row * heads * kFastBlocks + slot] =
+        exact ? __uint_as_float(static_cast<uint32_t>(code - 2) << 23) : 0.0f;
+    exponents[slot] = code;
+    if (!exact) atomicAnd(&all_exact, 0);
+  }
+  __syncthreads();
+  if (slot < heads) {
+    int lo = 255, hi = 0;
+    for (int b = 0; b < kFastBlocks; ++b) {
+      lo = min(lo, exponents[slot * kFastBlocks + b]);
+      hi = max(hi, exponents[slot * kFastBlocks + b]);
+    }
+    atomicMax(&max_span, hi - lo);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    out.fast[row] = all_exact;
+    out.span[row] = max_span;
+  }
+}
+
+__device__ inline uint32_t byte_perm(uint32_t lo, uint32_t hi, uint32_t selector) {
+  uint32_t r;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(lo), "r"(hi), "r"(selector));
+  return r;
+}
+
+// Doubled E2M1 magnitudes {0,1,2,3,4,6,8,12} of the four nibbles in the low 16 bits of `nibbles`, as
+// bytes; a nibble with its sign bit set gives 0 (prmt's sign-replicate mode on a byte < 0x80).
+__device__ inline uint32_t positive_magnitudes(uint32_t nibbles) {
+  return byte_perm(0x03020100u, 0x0C080604u, nibbles);
+}
+
+__device__ inline void mma_u8s8(int (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ inline void cp_async_16(void* shared, const void* global, int bytes) {
+  const auto dst = static_cast<uint32_t>(__cvta_generic_to_shared(shared));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(global), "r"(bytes)
+               : "memory");
+}
+__device__ inline void cp_async_commit() {
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+template <int kPending>
+__device__ inline void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
+}
+
+__device__ inline float round_bf16(float x) {
+  return nm::bf16_to_float(nm::bf16_from_float(x));
+}
+
+struct FastArgs {
+  const uint8_t* keys;
+  int64_t count;
+  const float* weights;  // [n, heads]
+  const int64_t* visible;
+  int64_t n;
+  int heads;
+  PreparedQueries queries;
+  float* scores;
+};
+
+// Loads tile `tile` of key records into a stage (zero-filled past the last record).
+__device__ inline void load_tile(const FastArgs& a, int64_t tile, uint8_t* stage) {
+  const int64_t first_byte = tile * kFastTileBytes;
+  const int64_t total_bytes = a.count * kKeyBytes;
+  for (int chunk = threadIdx.x; chunk < kFastTileBytes / 16; chunk += kFastThreads) {
+    const int64_t offset = first_byte + chunk * 16;
+    const int64_t left = total_bytes - offset;
+    const int bytes = left >= 16 ? 16 : (left > 0 ? static_cast<int>(left) : 0);
+    cp_async_16(stage + chunk * 16, a.keys + (bytes > 0 ? offset : 0), bytes);
+  }
+}
+
+// Scores of the 16 entries of one m-tile (records at `records`, first entry `entry0`) for query row r.
+__device__ void score_m_tile(const FastArgs& a, const uint8_t* records, int64_t entry0, int r, int64_t row,
+                             const int8_t* q_values, const int8_t* q_negated, const float* q_scales,
+                             const float* weights, int span_q) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  // A fragments: rows g and g + 8, word t of each 16-byte block.
+  uint32_t a_pos[kFastBlocks][4], a_neg[kFastBlocks][4];
+  float key_scale[2][kFastBlocks];
+  int key_exponent[2][kFastBlocks];
+  int span_k[2];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const uint8_t* record = records + (g + 8 * half) * kKeyBytes;
+    const uint32_t scales = *reinterpret_cast<const uint32_t*>(record + 64);
+    int lo = 255, hi = 0;
+#pragma unroll
+    for (int b = 0; b < kFastBlocks; ++b) {
+      const uint32_t e = (scales >> (8 * b)) & 0xFFu;
+      lo = min(lo, static_cast<int>(e));
+      hi = max(hi, static_cast<int>(e));
+      key_scale[half][b] = __uint_as_float(e << 23);  // 2^(e - 127) for the fp32 path (e in [32, 223])
+      key_exponent[half][b] = static_cast<int>(e);
+    }
+    // Exponents outside [32, 223] could leave the normal fp32 range in the products: double path.
+    span_k[half] = (lo < 32 || hi > 223) ? 1000 : hi - lo;
+#pragma unroll
+    for (int b = 0; b < kFastBlocks; ++b) {
+      const uint32_t w = *reinterpret_cast<const uint32_t*>(record + b * 16 + t * 4);
+      const uint32_t flipped = w ^ 0x88888888u;
+      a_pos[b][half] = positive_magnitudes(w);
+      a_pos[b][2 + half] = positive_magnitudes(w >> 16);
+      a_neg[b][half] = positive_magnitudes(flipped);
+      a_neg[b][2 + half] = positive_magnitudes(flipped >> 16);
+    }
+  }
+  const bool exact_f32[2] = {span_k[0] + span_q <= kExactSpan, span_k[1] + span_q <= kExactSpan};
+  double head_sum[2] = {0.0, 0.0};
+  for (int j = 0; j < a.heads / 8; ++j) {
+    const int head_b = j * 8 + g;  // B column this lane loads
+    int acc[kFastBlocks][4];
+#pragma unroll
+    for (int b = 0; b < kFastBlocks; ++b) {
+      const uint2 pos = *reinterpret_cast<const uint2*>(q_values + head_b * kFastDim + b * 32 + t * 8);
+      const uint2 neg = *reinterpret_cast<const uint2*>(q_negated + head_b * kFastDim + b * 32 + t * 8);
+      acc[b][0] = acc[b][1] = acc[b][2] = acc[b][3] = 0;
+      mma_u8s8(acc[b], a_pos[b], pos.x, pos.y);
+      mma_u8s8(acc[b], a_neg[b], neg.x, neg.y);
+    }
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const int half = c >> 1;
+      const int head = j * 8 + 2 * t + (c & 1);
+      float dot;
+      if (exact_f32[half]) {
+        dot = 0.0f;
+#pragma unroll
+        for (int b = 0; b < kFastBlocks; ++b)
+          dot = __fmaf_rn(__fmul_rn(static_cast<float>(acc[b][c]), q_scales[head * kFastBlocks + b]),
+                          key_scale[half][b], dot);
+      } else {
+        // Exact in double up to 38 binades of spread; a NaN scale (255) makes the CPU's keys NaN.
+        double exact = 0.0;
+        for (int b = 0; b < kFastBlocks; ++b) {
+          const int e = key_exponent[half][b];
+          exact += e == 255 ? NAN
+                            : ldexp(static_cast<double>(acc[b][c]) *
+                                        static_cast<double>(q_scales[head * kFastBlocks + b]),
+                                    e - 127);
+        }
+        dot = __double2float_rn(exact);
+      }
+      const float product = round_bf16(dot);
+      const float relu = product < 0.0f ? 0.0f : product;
+      head_sum[half] += static_cast<double>(round_bf16(__fmul_rn(relu, weights[head])));
+    }
+  }
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    head_sum[half] += __shfl_xor_sync(0xFFFFFFFFu, head_sum[half], 1);
+    head_sum[half] += __shfl_xor_sync(0xFFFFFFFFu, head_sum[half], 2);
+  }
+  if (t == 0) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int64_t entry = entry0 + g + 8 * half;
+      if (entry >= a.count) continue;
+      const float value = entry < a.visible[row] ? round_bf16(__double2float_rn(head_sum[half])) : -INFINITY;
+      a.scores[row * a.count + entry] = value;
+    }
+  }
+  (void)r;
+}
+
+__global__ void __launch_bounds__(kFastThreads) fast_scores_kernel(FastArgs a) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  uint8_t* stages = smem;  // kFastStages * kFastTileBytes
+  int8_t* q_values = reinterpret_cast<int8_t*>(smem + kFastStages * kFastTileBytes);  // [rows, heads, 128]
+  int8_t* q_negated = q_values + kFastRows * a.heads * kFastDim;
+  float* q_scales = reinterpret_cast<float*>(q_negated + kFastRows * a.heads * kFastDim);  // [rows, heads, 4]
+  float* weights = q_scales + kFastRows * a.heads * kFastBlocks;                           // [rows, heads]
+  __shared__ int row_fast[kFastRows], row_span[kFastRows];
+  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kFastRows;
+  const int rows = static_cast<int>(min(static_cast<int64_t>(kFastRows), a.n - row0));
+  const int per_row = a.heads * kFastDim;
+  for (int i = threadIdx.x; i < rows * per_row / 16; i += kFastThreads) {
+    reinterpret_cast<uint4*>(q_values)[i] =
+        reinterpret_cast<const uint4*>(a.queries.values + row0 * per_row)[i];
+    reinterpret_cast<uint4*>(q_negated)[i] =
+        reinterpret_cast<const uint4*>(a.queries.negated + row0 * per_row)[i];
+  }
+  for (int i = threadIdx.x; i < rows * a.heads * kFastBlocks; i += kFastThreads)
+    q_scales[i] = a.queries.scales[row0 * a.heads * kFastBlocks + i];
+  for (int i = threadIdx.x; i < rows * a.heads; i += kFastThreads) weights[i] = a.weights[row0 * a.heads + i];
+  if (threadIdx.x < rows) {
+    row_fast[threadIdx.x] = a.queries.fast[row0 + threadIdx.x];
+    row_span[threadIdx.x] = a.queries.span[row0 + threadIdx.x];
+  }
+  const int64_t tiles = (a.count + kFastTileEntries - 1) / kFastTileEntries;
+  // Prologue: the first kFastStages - 1 tiles of this CTA in flight.
+#pragma unroll
+  for (int s = 0; s < kFastStages - 1; ++s) {
+    const int64_t tile = blockIdx.x + static_cast<int64_t>(s) * gridDim.x;
+    if (tile < tiles) load_tile(a, tile, stages + s * kFastTileBytes);
+    cp_async_commit();
+  }
+  int stage = 0;
+  const int warp = threadIdx.x >> 5;
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    // Issue the tile kFastStages - 1 ahead into the stage consumed last iteration.
+    const int64_t ahead = tile + static_cast<int64_t>(kFastStages - 1) * gridDim.x;
+    const int ahead_stage = (stage + kFastStages - 1) % kFastStages;
+    if (ahead < tiles) load_tile(a, ahead, stages + ahead_stage * kFastTileBytes);
+    cp_async_commit();
+    cp_async_wait<kFastStages - 1>();
+    __syncthreads();
+    const uint8_t* records = stages + stage * kFastTileBytes;
+    for (int r = 0; r < rows; ++r) {
+      if (!row_fast[r]) continue;  // the exact kernel scores this row
+#pragma unroll
+      for (int m = 0; m < 2; ++m) {
+        const int local = warp * 32 + m * 16;
+        score_m_tile(a, records + local * kKeyBytes, tile * kFastTileEntries + local, r, row0 + r,
+                     q_values + r * per_row, q_negated + r * per_row, q_scales + r * a.heads * kFastBlocks,
+                     weights + r * a.heads, row_span[r]);
+      }
+    }
+    __syncthreads();  // the stage is refilled next iteration
+    stage = (stage + 1) % kFastStages;
+  }
+  cp_async_wait<0>();
+}
+
+size_t fast_scores_smem(int heads) {
+  return static_cast<size_t>(kFastStages) * kFastTileBytes +
+         static_cast<size_t>(kFastRows) * heads * (2 * kFastDim + 4 * (kFastBlocks + 1));
+}
+
+bool fast_path_applies(const IndexScoringArgs& args) {
+  return args.faithful && args.key_format == IndexKeyFormat::kMxfp4 && args.dim == kFastDim &&
+         args.heads % 8 == 0 && args.heads <= kMaxFastHeads &&
+         reinterpret_cast<uintptr_t>(args.keys) % 16 == 0;
+}
+
+// Scratch of the prepared queries, stream-ordered (allocated and freed on `stream`).
+class PreparedBuffers {
+ public:
+  PreparedBuffers(int64_t n, int heads, cudaStream_t stream) : stream_(stream) {
+    const size_t values = static_cast<size_t>(n) * heads * kFastDim;
+    const size_t scales = static_cast<size_t>(n) * heads * kFastBlocks * sizeof(float);
+    const size_t bytes = 2 * values + scales + 2 * static_cast<size_t>(n) * sizeof(int);
+    FKV_CUDA_CHECK(cudaMallocAsync(&base_, bytes, stream));
+    auto* p = static_cast<uint8_t*>(base_);
+    prepared.values = reinterpret_cast<int8_t*>(p);
+    prepared.negated = reinterpret_cast<int8_t*>(p + values);
+    prepared.scales = reinterpret_cast<float*>(p + 2 * values);
+    prepared.fast = reinterpret_cast<int*>(p + 2 * values + scales);
+    prepared.span = prepared.fast + n;
+  }
+  ~PreparedBuffers() { cudaFreeAsync(base_, stream_); }
+  PreparedBuffers(const PreparedBuffers&) = delete;
+  PreparedBuffers& operator=(const PreparedBuffers&) = delete;
+  PreparedQueries prepared{};
+
+ private:
+  void* base_ = nullptr;
+  cudaStream_t stream_;
+};
+
+void launch_fast_scores(const IndexScoringArgs& args, cudaStream_t stream) {
+  const PreparedBuffers buffers(args.n, args.heads, stream);
+  prepare_queries_kernel<<<static_cast<unsigned>(args.n), kMaxFastHeads * kFastBlocks, 0, stream>>>(
+      args.queries, args.n, args.heads, buffers.prepared);
+  FKV_CUDA_CHECK_LAUNCH();
+  const size_t smem = fast_scores_smem(args.heads);
+  static const int blocks_per_sm = [smem] {
+    FKV_CUDA_CHECK(cudaFuncSetAttribute(fast_scores_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(fast_scores_smem(kMaxFastHeads))));
+    int blocks = 0;
+    FKV_CUDA_CHECK(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, fast_scores_kernel, kFastThreads, smem));
+    return std::max(blocks, 1);
+  }();
+  const int64_t row_groups = (args.n + kFastRows - 1) / kFastRows;
+  const int64_t tiles = (args.key_count + kFastTileEntries - 1) / kFastTileEntries;
+  const int64_t per_group = std::max<int64_t>(1, blocks_per_sm * sm_count() / row_groups);
+  const dim3 grid(static_cast<unsigned>(std::min(tiles, per_group)), static_cast<unsigned>(row_groups));
+  FastArgs fast{args.keys, args.key_count, args.head_weights, args.n_visible,
+                args.n,    args.heads,     buffers.prepared,  args.scores};
+  fast_scores_kernel<<<grid, kFastThreads, smem, stream>>>(fast);
+  FKV_CUDA_CHECK_LAUNCH();
+  launch_exact_scores(args, buffers.prepared.fast, stream);  // rows whose queries are not MXFP4-exact
 }
 
 // ---- candidate pool -----------------------------------------------------------------------------------
@@ -180,7 +552,11 @@ void index_scores(const IndexScoringArgs& args, cudaStream_t stream) {
   if (args.n == 0 || args.key_count == 0) return;
   if (!args.queries || !args.head_weights || !args.keys || !args.n_visible || !args.scores)
     invalid(kFn, "null pointer");
-  launch_exact_scores(args, stream);
+  if (!fast_path_applies(args)) {
+    launch_exact_scores(args, nullptr, stream);
+    return;
+  }
+  launch_fast_scores(args, stream);
 }
 
 size_t candidate_pool_workspace_bytes(int64_t rows, int64_t m, int64_t block_size, int64_t topk_blocks) {

@@ -42,8 +42,10 @@ __device__ inline uint32_t order_key(float f) {
   if (u == 0x80000000u) u = 0u;
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
+// The low 16 bits are cleared (they would be all ones for negative scores): the two digits of a BF16
+// key then determine it completely, and −∞ stays at or below kNegInfKey.
 __device__ inline uint32_t order_key(uint16_t bf16) {
-  return order_key(__uint_as_float(static_cast<uint32_t>(bf16) << 16));
+  return order_key(__uint_as_float(static_cast<uint32_t>(bf16) << 16)) & 0xFFFF0000u;
 }
 // BF16 keys have 16 significant bits: two digits decide them.
 template <typename T>

@@ -10,6 +10,7 @@
 // FLASHKV_TEST_SCALE=small shrinks the largest cases.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -69,17 +70,31 @@ size_t first_bit_mismatch(const std::vector<float>& a, const std::vector<float>&
   return a.size();
 }
 
-void check_scores(int64_t rows, int heads, int dim, int64_t count, bool faithful, uint64_t seed) {
+// Options of one scoring case beyond the shape.
+struct ScoreCase {
+  bool faithful = true;
+  bool raw_row = false;  // faithful: leave query row 1 un-quantized (the GPU's exact fallback path)
+  int block_spread = 0;  // key channel block b scaled by 2^(spread·b): wide scale spans per head
+};
+
+void check_scores(int64_t rows, int heads, int dim, int64_t count, ScoreCase c, uint64_t seed) {
+  const bool faithful = c.faithful;
   std::mt19937_64 rng(seed);
   std::vector<float> queries = normal_values(static_cast<size_t>(rows * heads * dim), 1.0f, rng);
   std::vector<float> weights = normal_values(static_cast<size_t>(rows * heads), 0.2f, rng);
-  const std::vector<float> key_rows = normal_values(static_cast<size_t>(count * dim), 1.5f, rng);
+  std::vector<float> key_rows = normal_values(static_cast<size_t>(count * dim), 1.5f, rng);
+  for (size_t i = 0; i < key_rows.size(); ++i)
+    key_rows[i] =
+        std::ldexp(key_rows[i], c.block_spread * static_cast<int>((i % static_cast<size_t>(dim)) / 32));
   const std::vector<int64_t> n_visible = visibility(rows, count, rng);
   const be::RecordFormat format = faithful ? be::RecordFormat::kMxfp4 : be::RecordFormat::kFp32;
   std::vector<uint8_t> records(static_cast<size_t>(count) * be::record_bytes(format, dim));
   cpu().quantize_rows(be::ConstMatrix(key_rows.data(), count, dim), format, records, be::Matrix{});
   if (faithful) {
+    const std::vector<float> raw = queries;
     cpu().fake_quantize(be::Matrix{queries.data(), rows * heads, dim}, be::RecordFormat::kMxfp4);
+    if (c.raw_row && rows > 1)
+      std::copy(raw.begin() + heads * dim, raw.begin() + 2 * heads * dim, queries.begin() + heads * dim);
   }
   be::IndexScoring problem;
   problem.queries = be::ConstMatrix(queries.data(), rows, heads * dim);
@@ -116,9 +131,10 @@ void check_scores(int64_t rows, int heads, int dim, int64_t count, bool faithful
   const size_t bad = first_bit_mismatch(got, expected);
   if (bad < got.size()) {
     INFO("seed " << seed << " rows " << rows << " heads " << heads << " dim " << dim << " count " << count
-                 << (faithful ? " faithful" : " clean") << ": first mismatch at row " << bad / count
-                 << " entry " << bad % count << " (visible " << n_visible[bad / count] << "): gpu "
-                 << got[bad] << " cpu " << expected[bad]);
+                 << (faithful ? " faithful" : " clean") << " raw_row " << c.raw_row << " spread "
+                 << c.block_spread << ": first mismatch at row " << bad / count << " entry " << bad % count
+                 << " (visible " << n_visible[bad / count] << "): gpu " << got[bad] << " cpu "
+                 << expected[bad]);
     REQUIRE(bad == got.size());
   }
 }
@@ -130,12 +146,19 @@ TEST_CASE("gpu index scores are bit-identical to the CPU backend's", "[gpu][inde
   uint64_t s = seed;
   const int64_t big = small_scale() ? 1000 : 5003;
   for (const bool faithful : {true, false}) {
-    check_scores(1, 32, 128, 1, faithful, ++s);
-    check_scores(3, 32, 128, 129, faithful, ++s);
-    check_scores(5, 32, 128, big, faithful, ++s);
-    check_scores(4, 4, 64, 300, faithful, ++s);
-    check_scores(2, 3, 32, 77, faithful, ++s);
+    const ScoreCase c{faithful, false, 0};
+    check_scores(1, 32, 128, 1, c, ++s);
+    check_scores(3, 32, 128, 129, c, ++s);
+    check_scores(5, 32, 128, big, c, ++s);  // two CTA row groups on the tensor-core path
+    check_scores(4, 4, 64, 300, c, ++s);
+    check_scores(2, 3, 32, 77, c, ++s);
+    check_scores(2, 64, 128, 200, c, ++s);
   }
+  // Faithful with one un-quantized query row (exact fallback for that row only), and keys whose block
+  // scales span 3·2 = 6 binades (fp32 combine) or 12·3 = 36 (double combine).
+  check_scores(3, 32, 128, 700, ScoreCase{true, true, 0}, ++s);
+  check_scores(2, 32, 128, 300, ScoreCase{true, false, 2}, ++s);
+  check_scores(2, 32, 128, 300, ScoreCase{true, false, 12}, ++s);
 }
 
 namespace {
