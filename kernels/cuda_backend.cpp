@@ -3,11 +3,16 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
+#include <flashkv/numeric/kv_records.hpp>
+#include <flashkv/numeric/scalar_codecs.hpp>
+
 #include "cuda_check.cuh"
 #include "indexer.cuh"
+#include "sparse_attention.cuh"
 #include "topk.cuh"
 
 namespace flashkv::cuda {
@@ -136,9 +141,103 @@ void CudaBackend::top_k(backend::ConstMatrix scores, int64_t k, std::span<int32_
 }
 
 // ---- sparse attention (cudaattn) ----
-void CudaBackend::sparse_attention(const backend::SparseAttention& problem, backend::Matrix out,
+namespace {
+
+// The kernel's shape: V4.1 faithful attention (64 heads x 512, NVFP4 entries), at most 640 keys per row.
+bool attention_kernel_fits(const backend::SparseAttention& p, backend::Rounding rounding) {
+  const bool entries_ok =
+      p.topk == 0 || p.entries.count == 0 ||
+      (p.entries.format == backend::RecordFormat::kNvfp4 && p.entries.dim == kSparseAttentionDim);
+  return rounding == backend::Rounding::kFaithful && p.heads == kSparseAttentionHeads &&
+         p.window.cols == kSparseAttentionDim && p.q.cols == p.heads * p.window.cols && entries_ok &&
+         p.topk <= kSparseAttentionMaxKeys;
+}
+
+// FP8 records of the (dequantized) window rows. Rows decoded from FP8 encode back to the same values (the
+// block scale can only stay or halve, which keeps every code representable); returns false otherwise, e.g.
+// for rows that never were FP8.
+bool window_records(backend::ConstMatrix window, std::vector<uint8_t>& records) {
+  const int dim = static_cast<int>(window.cols);
+  const size_t bytes = numeric::fp8_row_bytes(dim);
+  records.resize(static_cast<size_t>(window.rows) * bytes);
+  std::vector<float> decoded(static_cast<size_t>(dim));
+  for (int64_t t = 0; t < window.rows; ++t) {
+    uint8_t* record = records.data() + static_cast<size_t>(t) * bytes;
+    numeric::quantize_fp8_row(window.row(t), dim, record);
+    numeric::dequantize_fp8_row(record, dim, decoded.data());
+    if (std::memcmp(decoded.data(), window.row(t), decoded.size() * sizeof(float)) != 0) return false;
+  }
+  return true;
+}
+
+// BF16 bits of q; false when a value is not a BF16 value (faithful q always is).
+bool bf16_bits(backend::ConstMatrix q, std::vector<uint16_t>& bits) {
+  bits.resize(static_cast<size_t>(q.rows * q.cols));
+  for (size_t i = 0; i < bits.size(); ++i) {
+    bits[i] = numeric::bf16_from_float(q.data[i]);
+    if (numeric::bf16_to_float(bits[i]) != q.data[i]) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+void CudaBackend::sparse_attention(const backend::SparseAttention& p, backend::Matrix out,
                                    backend::Rounding rounding) const {
-  cpu_->sparse_attention(problem, out, rounding);
+  const int64_t n = p.q.rows;
+  // the kernel takes explicit per-row lists of visible window rows (s - W < t <= s)
+  std::vector<std::vector<int32_t>> visible(static_cast<size_t>(n));
+  size_t window_cap = 0;
+  for (int64_t r = 0; r < n; ++r) {
+    const int64_t s = p.query_positions[static_cast<size_t>(r)];
+    for (int64_t t = 0; t < p.window.rows; ++t) {
+      const int64_t position = p.window_positions[static_cast<size_t>(t)];
+      if (position <= s && position > s - p.sliding_window)
+        visible[static_cast<size_t>(r)].push_back(static_cast<int32_t>(t));
+    }
+    window_cap = std::max(window_cap, visible[static_cast<size_t>(r)].size());
+  }
+  std::vector<uint8_t> records;
+  std::vector<uint16_t> q_bits;
+  if (n == 0 || !attention_kernel_fits(p, rounding) ||
+      static_cast<int64_t>(window_cap) + p.topk > kSparseAttentionMaxKeys ||
+      !window_records(p.window, records) || !bf16_bits(p.q, q_bits)) {
+    cpu_->sparse_attention(p, out, rounding);
+    return;
+  }
+  std::vector<int32_t> window_rows(static_cast<size_t>(n) * window_cap, -1);
+  for (size_t r = 0; r < visible.size(); ++r)
+    std::copy(visible[r].begin(), visible[r].end(), window_rows.begin() + r * window_cap);
+
+  const auto d_q = upload(q_bits.data(), q_bits.size());
+  const auto d_window = upload(records.data(), records.size());
+  const auto d_window_rows = upload(window_rows.data(), window_rows.size());
+  const size_t entry_bytes =
+      p.entries.count > 0 ? static_cast<size_t>(p.entries.count) * p.entries.row_bytes() : 0;
+  DeviceArray<uint8_t> d_entries(std::max<size_t>(entry_bytes, 16));  // non-null even with no entries
+  if (entry_bytes > 0) {
+    FKV_CUDA_CHECK(
+        cudaMemcpyAsync(d_entries.data(), p.entries.data, entry_bytes, cudaMemcpyHostToDevice, stream()));
+  }
+  const auto d_selection = upload(p.selection.data(), static_cast<size_t>(n * p.topk));
+  const auto d_sink = upload(p.sink.data(), p.sink.size());
+  DeviceArray<uint16_t> d_out(q_bits.size());
+
+  SparseAttentionArgs args;
+  args.q = d_q.data();
+  args.n = n;
+  args.window_records = d_window.data();
+  args.window_rows = d_window_rows.data();
+  args.window_cap = static_cast<int>(window_cap);
+  args.entry_records = d_entries.data();
+  args.selection = d_selection.data();
+  args.topk = static_cast<int>(p.topk);
+  args.sink = d_sink.data();
+  args.out = d_out.data();
+  cuda::sparse_attention(args, stream());
+  std::vector<uint16_t> result(q_bits.size());
+  download(d_out, result.data(), result.size());
+  for (size_t i = 0; i < result.size(); ++i) out.data[i] = numeric::bf16_to_float(result[i]);
 }
 // ---- end sparse attention ----
 
