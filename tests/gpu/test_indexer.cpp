@@ -24,6 +24,7 @@
 
 #include "backend/backend.hpp"
 #include "catch.hpp"
+#include "cuda_backend.hpp"
 #include "device_array.hpp"
 #include "indexer.cuh"
 
@@ -224,4 +225,48 @@ TEST_CASE("gpu candidate pool and pool restriction equal the CPU backend's", "[g
   check_pool(3, 20001, 8, 2048, ++s);                           // V4.1 pool size, m not a multiple of 8
   check_pool(2, small_scale() ? 70001 : 400003, 8, 2048, ++s);  // several CTAs per row in the block top-k
   check_pool(5, 777, 5, 3, ++s);
+}
+
+TEST_CASE("CudaBackend runs the indexer operations on the GPU with the CPU backend's results",
+          "[gpu][indexer]") {
+  const uint64_t seed = fresh_seed();
+  std::mt19937_64 rng(seed);
+  const std::unique_ptr<be::Backend> gpu = fc::make_cuda_backend(2);
+  REQUIRE(gpu->name() == "cuda");
+  const int64_t rows = 3, count = 1500, heads = 32, dim = 128, k = 512;
+  std::vector<float> queries = normal_values(static_cast<size_t>(rows * heads * dim), 1.0f, rng);
+  const std::vector<float> weights = normal_values(static_cast<size_t>(rows * heads), 0.2f, rng);
+  const std::vector<float> key_rows = normal_values(static_cast<size_t>(count * dim), 1.5f, rng);
+  const std::vector<int64_t> n_visible = visibility(rows, count, rng);
+  std::vector<uint8_t> records(static_cast<size_t>(count) * be::record_bytes(be::RecordFormat::kMxfp4, dim));
+  cpu().quantize_rows(be::ConstMatrix(key_rows.data(), count, dim), be::RecordFormat::kMxfp4, records,
+                      be::Matrix{});
+  gpu->fake_quantize(be::Matrix{queries.data(), rows * heads, dim}, be::RecordFormat::kMxfp4);  // delegated
+  be::IndexScoring problem;
+  problem.queries = be::ConstMatrix(queries.data(), rows, heads * dim);
+  problem.head_weights = be::ConstMatrix(weights.data(), rows, heads);
+  problem.heads = heads;
+  problem.keys.format = be::RecordFormat::kMxfp4;
+  problem.keys.data = records.data();
+  problem.keys.count = count;
+  problem.keys.dim = dim;
+  problem.n_visible = n_visible;
+  std::vector<float> want(static_cast<size_t>(rows * count)), got(want.size());
+  cpu().index_scores(problem, be::Matrix{want.data(), rows, count}, be::Rounding::kFaithful);
+  gpu->index_scores(problem, be::Matrix{got.data(), rows, count}, be::Rounding::kFaithful);
+  INFO("seed " << seed);
+  REQUIRE(first_bit_mismatch(got, want) == got.size());
+
+  std::vector<uint8_t> pool_want(want.size()), pool_got(want.size());
+  cpu().candidate_pool(be::ConstMatrix(want.data(), rows, count), n_visible, 8, 40, pool_want);
+  gpu->candidate_pool(be::ConstMatrix(want.data(), rows, count), n_visible, 8, 40, pool_got);
+  REQUIRE(pool_got == pool_want);
+  std::vector<float> restricted_want = want, restricted_got = want;
+  cpu().restrict_to_pool(be::Matrix{restricted_want.data(), rows, count}, pool_want);
+  gpu->restrict_to_pool(be::Matrix{restricted_got.data(), rows, count}, pool_want);
+  REQUIRE(first_bit_mismatch(restricted_got, restricted_want) == restricted_got.size());
+  std::vector<int32_t> top_want(static_cast<size_t>(rows * k)), top_got(top_want.size());
+  cpu().top_k(be::ConstMatrix(restricted_want.data(), rows, count), k, top_want);
+  gpu->top_k(be::ConstMatrix(restricted_want.data(), rows, count), k, top_got);
+  REQUIRE(top_got == top_want);
 }
