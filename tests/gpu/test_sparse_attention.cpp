@@ -1,7 +1,8 @@
-// The CUDA sparse attention (kernels/sparse_attention.cuh) against CpuBackend::sparse_attention in faithful
-// mode, on fresh random problems: decode batches of several sequences (each its own window and entry cache),
-// a prefill chunk, window fills below 128, selections with -1 holes and repeated indices, empty selections,
-// rows with no keys at all, top-k sizes that are not a multiple of the 64-key tile, layers without entries.
+// The CUDA sparse attention (kernels/sparse_attention.cuh: every variant, and CudaBackend::sparse_attention
+// on the same host problems) against CpuBackend::sparse_attention in faithful mode, on fresh random problems:
+// decode batches of several sequences (each its own window and entry cache), a prefill chunk, window fills
+// below 128, selections with -1 holes and repeated indices, empty selections, rows with no keys at all, top-k
+// sizes that are not a multiple of the 64-key tile, layers without entries.
 //
 // Tolerance (per output element, derived, not fitted). Both sides see the same BF16 q and the same key values
 // (FP8 and NVFP4 decode exactly into BF16). The CPU evaluates logits, softmax and P·V in double; the GPU in
@@ -13,7 +14,7 @@
 // rounding. A missing, duplicated or misplaced key moves an element by ~p_t·|v_tc| (~1e-3 here), well
 // above that bound, and a NaN (the output is poisoned before each launch) always fails.
 //
-// FLASHKV_TEST_SCALE=small shrinks the cases for compute-sanitizer runs.
+// FLASHKV_TEST_SCALE=small shrinks the cases for compute-sanitizer runs. Host C++20 (calls the backends).
 #include <cuda_runtime.h>
 
 #include <flashkv/error.hpp>
@@ -27,20 +28,25 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "backend/backend.hpp"
 #include "catch.hpp"
+#include "cuda_backend.hpp"
 #include "cuda_check.cuh"
+#include "device_array.hpp"
 #include "gpu_test_env.hpp"
 #include "sparse_attention.cuh"
-#include "sparse_attention_oracle.hpp"
 
 namespace {
 
 namespace nm = flashkv::numeric;
 namespace fc = flashkv::cuda;
+namespace be = flashkv::backend;
+using flashkv::test::DeviceArray;
 
 constexpr int kHeads = fc::kSparseAttentionHeads;
 constexpr int kDim = fc::kSparseAttentionDim;
@@ -51,28 +57,15 @@ const size_t kNvfp4Bytes = nm::nvfp4_entry_bytes(kDim);
 using flashkv::test::fresh_seed;
 using flashkv::test::small_scale;
 
-template <typename T>
-class DeviceArray {
- public:
-  explicit DeviceArray(const std::vector<T>& host) : count_(std::max<size_t>(host.size(), 1)) {
-    FKV_CUDA_CHECK(cudaMalloc(&ptr_, count_ * sizeof(T)));
-    if (!host.empty())
-      FKV_CUDA_CHECK(cudaMemcpy(ptr_, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  ~DeviceArray() { cudaFree(ptr_); }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-  T* get() const { return ptr_; }
-  std::vector<T> download(size_t count) const {
-    std::vector<T> host(count);
-    FKV_CUDA_CHECK(cudaMemcpy(host.data(), ptr_, count * sizeof(T), cudaMemcpyDeviceToHost));
-    return host;
-  }
+const be::Backend& cpu() {
+  static const std::unique_ptr<be::Backend> backend = be::make_cpu_backend(0);
+  return *backend;
+}
 
- private:
-  T* ptr_ = nullptr;
-  size_t count_;
-};
+const be::Backend& cuda() {
+  static const std::unique_ptr<be::Backend> backend = fc::make_cuda_backend(0);
+  return *backend;
+}
 
 float bf16_round(float x) {
   return nm::bf16_to_float(nm::bf16_from_float(x));
@@ -321,60 +314,63 @@ void check_shape(Shape shape) {
     for (float x : s.q) q_bits.push_back(nm::bf16_from_float(x));
     rows += s.n;
   }
+  // one spare record at the end of each pool: pointers stay non-null when a pool is otherwise empty
+  window_pool.resize(window_pool.size() + kFp8Bytes, 0);
+  entry_pool.resize(entry_pool.size() + kNvfp4Bytes, 0);
   const DeviceArray<uint16_t> d_q(q_bits);
   const DeviceArray<uint8_t> d_window(window_pool), d_entries(entry_pool);
   const DeviceArray<int32_t> d_window_rows(window_rows), d_selection(selection);
   const DeviceArray<float> d_sink(sink);
   const fc::SparseAttentionVariant variants[] = {fc::SparseAttentionVariant::kMmaSync,
                                                  fc::SparseAttentionVariant::kWgmma};
-  const char* const variant_names[] = {"mma.sync", "wgmma"};
-  constexpr int kVariants = 2;
+  // the launchers directly, then CudaBackend (host views: window visibility, FP8 re-encoding, BF16 q)
+  const char* const variant_names[] = {"mma.sync", "wgmma", "CudaBackend"};
+  constexpr int kVariants = 3;
   std::vector<std::vector<uint16_t>> out_bits;
   for (const fc::SparseAttentionVariant variant : variants) {
-    // poisoned with BF16 NaN: an element the kernel does not write fails the comparison
-    const DeviceArray<uint16_t> d_out(std::vector<uint16_t>(static_cast<size_t>(rows) * kRowWidth, 0xFFFF));
+    DeviceArray<uint16_t> d_out(static_cast<size_t>(rows) * kRowWidth);
+    d_out.fill_bytes(0xFF);  // BF16 NaN: an element the kernel does not write fails the comparison
     fc::SparseAttentionArgs args;
-    args.q = d_q.get();
+    args.q = d_q.data();
     args.n = rows;
-    args.window_records = d_window.get();
-    args.window_rows = d_window_rows.get();
+    args.window_records = d_window.data();
+    args.window_rows = d_window_rows.data();
     args.window_cap = window_cap;
-    args.entry_records = d_entries.get();
-    args.selection = d_selection.get();
+    args.entry_records = d_entries.data();
+    args.selection = d_selection.data();
     args.topk = shape.topk;
-    args.sink = d_sink.get();
-    args.out = d_out.get();
+    args.sink = d_sink.data();
+    args.out = d_out.data();
     fc::sparse_attention(args, nullptr, variant);
     FKV_CUDA_CHECK(cudaDeviceSynchronize());
-    out_bits.push_back(d_out.download(static_cast<size_t>(rows) * kRowWidth));
+    out_bits.push_back(d_out.download());
   }
 
   Comparison results[kVariants];
   int64_t row0 = 0;
   for (size_t si = 0; si < sequences.size(); ++si) {
     const Sequence& s = sequences[si];
-    flashkv::test::AttentionProblem problem;
-    problem.q = s.q.data();
-    problem.n = s.n;
+    be::SparseAttention problem;
+    problem.q = be::ConstMatrix{s.q.data(), s.n, kRowWidth};
     problem.heads = kHeads;
-    problem.dim = kDim;
-    problem.window = s.window.data();
-    problem.window_count = static_cast<int64_t>(s.window_positions.size());
-    problem.window_positions = s.window_positions.data();
-    problem.query_positions = s.query_positions.data();
+    problem.window = be::ConstMatrix{s.window.data(), static_cast<int64_t>(s.window_positions.size()), kDim};
+    problem.window_positions = s.window_positions;
+    problem.query_positions = s.query_positions;
     problem.sliding_window = shape.sliding_window;
-    problem.entries = s.entries.data();
-    problem.entry_count = s.entry_count;
-    problem.selection = s.selection.data();
+    problem.entries = be::RecordRows{be::RecordFormat::kNvfp4, s.entries.data(), s.entry_count, kDim};
+    problem.selection = s.selection;
     problem.topk = shape.topk;
-    problem.sink = sink.data();
+    problem.sink = sink;
     std::vector<float> want(static_cast<size_t>(s.n) * kRowWidth);
-    flashkv::test::cpu_sparse_attention_faithful(problem, want.data());
+    cpu().sparse_attention(problem, be::Matrix{want.data(), s.n, kRowWidth}, be::Rounding::kFaithful);
     std::vector<std::vector<float>> got(kVariants, std::vector<float>(want.size()));
-    for (int v = 0; v < kVariants; ++v) {
+    for (int v = 0; v + 1 < kVariants; ++v) {
       for (size_t k = 0; k < want.size(); ++k)
         got[v][k] = nm::bf16_to_float(out_bits[v][static_cast<size_t>(row0) * kRowWidth + k]);
     }
+    std::fill(got[kVariants - 1].begin(), got[kVariants - 1].end(), std::nanf(""));
+    cuda().sparse_attention(problem, be::Matrix{got[kVariants - 1].data(), s.n, kRowWidth},
+                            be::Rounding::kFaithful);
     for (int64_t i = 0; i < s.n; ++i) {
       std::vector<Candidate> candidates;
       for (int v = 0; v < kVariants; ++v) candidates.push_back({got[v].data() + i * kRowWidth, &results[v]});
