@@ -26,6 +26,7 @@
 #include "catch.hpp"
 #include "cuda_backend.hpp"
 #include "device_array.hpp"
+#include "gpu_test_env.hpp"
 #include "indexer.cuh"
 
 namespace {
@@ -34,15 +35,8 @@ namespace be = flashkv::backend;
 namespace fc = flashkv::cuda;
 using flashkv::test::DeviceArray;
 
-bool small_scale() {
-  const char* scale = std::getenv("FLASHKV_TEST_SCALE");
-  return scale != nullptr && std::string(scale) == "small";
-}
-
-uint64_t fresh_seed() {
-  return static_cast<uint64_t>(std::random_device{}()) ^
-         static_cast<uint64_t>(std::chrono::high_resolution_clock::now().time_since_epoch().count());
-}
+using flashkv::test::fresh_seed;
+using flashkv::test::small_scale;
 
 const be::Backend& cpu() {
   static const std::unique_ptr<be::Backend> backend = be::make_cpu_backend(2);

@@ -20,6 +20,7 @@
 #include "backend/cpu/topk_kernel.hpp"
 #include "catch.hpp"
 #include "device_array.hpp"
+#include "gpu_test_env.hpp"
 #include "topk.cuh"
 
 namespace {
@@ -28,15 +29,8 @@ using flashkv::test::DeviceArray;
 namespace fc = flashkv::cuda;
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-bool small_scale() {
-  const char* scale = std::getenv("FLASHKV_TEST_SCALE");
-  return scale != nullptr && std::string(scale) == "small";
-}
-
-uint64_t fresh_seed() {
-  return static_cast<uint64_t>(std::random_device{}()) ^
-         static_cast<uint64_t>(std::chrono::high_resolution_clock::now().time_since_epoch().count());
-}
+using flashkv::test::fresh_seed;
+using flashkv::test::small_scale;
 
 enum class Distribution { kNormal, kFewValues, kAllEqual, kNegInfRow, kSpecials, kMostlyNegInf };
 
