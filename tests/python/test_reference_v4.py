@@ -222,6 +222,23 @@ def test_faithful_rows_and_entries_use_v4_kv_storage(tiny_v4):
     assert formats.v4_kv_record_bytes(config.head_dim, config.qk_rope_head_dim) == 64 + 1 + 32 + 7
 
 
+def test_fp8_weight_tiles_of_128_match_a_per_tile_power_of_two_cast():
+    """formats.quantize_fp8_tiles / dequantize_fp8_tiles at V4's 128x128 (tools/tiny_checkpoint writes V4 weights
+    with them): each tile = E4M3 cast of w / 2^ceil(log2(amax/448)), times that scale (oracle: ml_dtypes)."""
+    rng = np.random.default_rng(SEED)
+    for shape in [(320, 48), (300, 260), (129, 128)]:
+        w = rng.normal(0.0, 0.02, shape).astype(np.float32)
+        codes, scales = formats.quantize_fp8_tiles(w, 128)
+        assert scales.shape == (-(-shape[0] // 128), -(-shape[1] // 128))
+        expected = np.zeros_like(w)
+        for i in range(scales.shape[0]):
+            for j in range(scales.shape[1]):
+                tile = (slice(128 * i, 128 * i + 128), slice(128 * j, 128 * j + 128))
+                scale = 2.0 ** np.ceil(np.log2(np.max(np.abs(w[tile])) / 448.0))
+                expected[tile] = (w[tile] / scale).astype(ml_dtypes.float8_e4m3fn).astype(np.float32) * scale
+        assert np.array_equal(formats.dequantize_fp8_tiles(codes, scales, 128), expected), shape
+
+
 def test_hadamard_rotation_is_orthonormal():
     for dim in (1, 2, 32, 128):
         h = hadamard(dim) * dim**-0.5

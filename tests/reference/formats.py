@@ -256,16 +256,22 @@ def _ceil_div(a: int, b: int) -> int:
 
 def quantize_fp8_block32(w):
     """[r, c] float -> (E4M3 codes uint8 [r, c], E8M0 scales uint8 [ceil(r/32), ceil(c/32)]), 32x32 tiles."""
-    w = _matrix(w, "quantize_fp8_block32")
+    return quantize_fp8_tiles(w, WEIGHT_TILE)
+
+
+def quantize_fp8_tiles(w, tile: int):
+    """[r, c] float -> (E4M3 codes uint8 [r, c], E8M0 scales uint8 [ceil(r/tile), ceil(c/tile)]); V4.1 tiles are
+    32x32, V4's 128x128."""
+    w = _matrix(w, f"quantize_fp8_tiles({tile})")
     rows, cols = w.shape
-    tr, tc = _ceil_div(rows, WEIGHT_TILE), _ceil_div(cols, WEIGHT_TILE)
+    tr, tc = _ceil_div(rows, tile), _ceil_div(cols, tile)
     # Zero padding never changes a tile's amax: every tile holds at least one real element.
-    padded = np.zeros((tr * WEIGHT_TILE, tc * WEIGHT_TILE), dtype=np.float32)
+    padded = np.zeros((tr * tile, tc * tile), dtype=np.float32)
     padded[:rows, :cols] = w
-    tiles = padded.reshape(tr, WEIGHT_TILE, tc, WEIGHT_TILE).transpose(0, 2, 1, 3).reshape(tr, tc, -1)
+    tiles = padded.reshape(tr, tile, tc, tile).transpose(0, 2, 1, 3).reshape(tr, tc, -1)
     scale_codes = _pow2_ceil_code(_amax(tiles), FP8_WEIGHT_AMAX_FLOOR, FP8_MAX)
     codes = _e4m3_codes(_scaled(tiles, _e8m0_value(scale_codes), FP8_MAX), scale_codes == E8M0_NAN)
-    codes = codes.reshape(tr, tc, WEIGHT_TILE, WEIGHT_TILE).transpose(0, 2, 1, 3).reshape(padded.shape)
+    codes = codes.reshape(tr, tc, tile, tile).transpose(0, 2, 1, 3).reshape(padded.shape)
     return np.ascontiguousarray(codes[:rows, :cols]), scale_codes
 
 
