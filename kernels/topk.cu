@@ -59,21 +59,25 @@ struct RowState {
   uint32_t prefix;
   uint32_t need;
   uint32_t arrived;
-  uint32_t pad;
+  uint32_t done;  // the chosen bin is taken whole: later digits are not needed
 };
 
 // Given the candidates' histogram (bins in shared memory, `need` > 0 of them wanted), picks the digit
 // whose bin holds the need-th largest candidate: the new prefix digit and what is still needed from it.
 // When fewer than `need` candidates exist (k > valid count) bin 0 is chosen with `need` reduced by
-// everything above it, which keeps every candidate. Must be called by all threads of the CTA; the result
-// is valid in thread 0 only.
+// everything above it, which keeps every candidate. `whole` is set when the chosen bin is taken entirely:
+// then every candidate >= the prefix (lower digits zero) is selected and the search can stop, with the
+// threshold at that prefix and no limit on the entries equal to it. Must be called by all threads of the
+// CTA; the results are the same in every thread.
 template <int kThreads>
-__device__ void choose_digit(const uint32_t* hist, uint32_t need, uint32_t* digit, uint32_t* remaining) {
+__device__ void choose_digit(const uint32_t* hist, uint32_t need, uint32_t* digit, uint32_t* remaining,
+                             bool* whole) {
   // Thread t sums bins [t*per, (t+1)*per) counted from the top (bin kBins-1 first).
   constexpr int kPer = kBins / kThreads;
   using Scan = cub::BlockScan<uint32_t, kThreads>;
   __shared__ typename Scan::TempStorage scan_storage;
   __shared__ uint32_t found_digit, found_remaining;
+  __shared__ bool found_whole;
   uint32_t local = 0;
   for (int i = 0; i < kPer; ++i) local += hist[kBins - 1 - (threadIdx.x * kPer + i)];
   uint32_t before = 0;
@@ -81,6 +85,7 @@ __device__ void choose_digit(const uint32_t* hist, uint32_t need, uint32_t* digi
   if (threadIdx.x == 0) {
     found_digit = 0;
     found_remaining = need;
+    found_whole = false;
   }
   __syncthreads();
   // Exactly one thread's segment contains the crossing (if any), and it alone writes.
@@ -91,6 +96,7 @@ __device__ void choose_digit(const uint32_t* hist, uint32_t need, uint32_t* digi
       if (cumulative + hist[bin] >= need) {
         found_digit = static_cast<uint32_t>(bin);
         found_remaining = need - cumulative;
+        found_whole = hist[bin] == need - cumulative;
         break;
       }
       cumulative += hist[bin];
@@ -102,6 +108,7 @@ __device__ void choose_digit(const uint32_t* hist, uint32_t need, uint32_t* digi
   __syncthreads();
   *digit = found_digit;
   *remaining = found_remaining;
+  *whole = found_whole;
 }
 
 // Compaction of one tile of kThreads * kItems consecutive entries [base, min(base + tile, end)) in index
@@ -181,10 +188,12 @@ __global__ void __launch_bounds__(kRowThreads)
     }
     __syncthreads();
     uint32_t digit = 0, remaining = 0;
-    choose_digit<kRowThreads>(hist, need, &digit, &remaining);
+    bool whole = false;
+    choose_digit<kRowThreads>(hist, need, &digit, &remaining, &whole);
     prefix |= digit << digit_shift(pass);
-    need = remaining;
+    need = whole ? 0xFFFFFFFFu : remaining;
     __syncthreads();
+    if (whole) break;
   }
   for (int64_t i = threadIdx.x; i < k; i += kRowThreads) row_out[i] = -1;
   __syncthreads();
@@ -220,6 +229,7 @@ __global__ void __launch_bounds__(kChunkThreads)
   const T* data = scores + row * n;
   RowState* state = ws.state + row;
   uint32_t* row_hist = ws.hist + row * kBins;
+  if (pass > 0 && state->done != 0) return;  // settled by an earlier digit
   for (int b = threadIdx.x; b < kBins; b += kChunkThreads) hist[b] = 0;
   __syncthreads();
   const uint32_t prefix = pass == 0 ? 0u : state->prefix;
@@ -247,10 +257,12 @@ __global__ void __launch_bounds__(kChunkThreads)
   __syncthreads();
   const uint32_t need = pass == 0 ? static_cast<uint32_t>(min(k, n)) : state->need;
   uint32_t digit = 0, remaining = 0;
-  choose_digit<kChunkThreads>(hist, need, &digit, &remaining);
+  bool whole = false;
+  choose_digit<kChunkThreads>(hist, need, &digit, &remaining, &whole);
   if (threadIdx.x == 0) {
     state->prefix = prefix | (digit << digit_shift(pass));
-    state->need = remaining;
+    state->need = whole ? 0xFFFFFFFFu : remaining;
+    state->done = whole ? 1u : 0u;
     state->arrived = 0;
   }
 }
