@@ -35,17 +35,17 @@ constexpr int kHeads = kSparseAttentionHeads;
 constexpr int kDim = kSparseAttentionDim;
 constexpr int kTileKeys = 64;
 constexpr int kThreads = 256;
-constexpr int kFp8RecordBytes = kDim + kDim / 32;                       // 528
-constexpr int kNvfp4RecordBytes = kDim / 2 + kDim / 16;                 // 288
-constexpr int kChunk = 16;                                              // channels per dequantization chunk
-constexpr int kChunksPerKey = kDim / kChunk;                            // 32: one warp covers one key row
-constexpr int kChunksPerThread = kTileKeys * kChunksPerKey / kThreads;  // 8
-constexpr int kSlabBytes = kTileKeys * 128;                             // 64 keys x 64 channels of BF16
-constexpr int kTileBytes = kSlabBytes * (kDim / 64);                    // 64 KB
-constexpr int kMaxTiles = kSparseAttentionMaxKeys / kTileKeys;          // 10
+constexpr int kFp8RecordBytes = kDim + kDim / 32;        // 528
+constexpr int kNvfp4RecordBytes = kDim / 2 + kDim / 16;  // 288
+constexpr int kChunk = 16;                               // channels per dequantization chunk
+constexpr int kChunksPerKey = kDim / kChunk;             // 32: one warp covers one key row
+constexpr int kSlabBytes = kTileKeys * 128;              // 64 keys x 64 channels of BF16
+constexpr int kTileBytes = kSlabBytes * (kDim / 64);     // 64 KB
+constexpr int kPipelinedKeys = 32;  // keys per tile of the pipelined variant (two 32 KB buffers)
+constexpr int kMaxTiles = kSparseAttentionMaxKeys / kTileKeys;  // 10
 
 static_assert(kSparseAttentionMaxKeys % kTileKeys == 0, "whole tiles of keys");
-static_assert(kChunksPerThread * kThreads == kTileKeys * kChunksPerKey, "chunks divide over the CTA");
+static_assert(kPipelinedKeys * kChunksPerKey % kThreads == 0, "chunks divide over the CTA");
 
 // ---- small PTX wrappers
 // ------------------------------------------------------------------------------------
@@ -107,6 +107,21 @@ __device__ inline void fence_proxy_async() {
 // Keeps the compiler from moving accesses of an accumulator across wgmma issue/wait.
 __device__ inline void fence_register(float& r) {
   asm volatile("" : "+f"(r)::"memory");
+}
+
+__device__ inline void wgmma_m64n32k16(float (&d)[16], const uint32_t (&a)[4], uint64_t b_desc,
+                                       int accumulate) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %21, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+      "}, {%16, %17, %18, %19}, %20, p, 1, 1, 0;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(accumulate));
 }
 
 __device__ inline void wgmma_m64n64k16(float (&d)[32], const uint32_t (&a)[4], uint64_t b_desc,
@@ -195,8 +210,10 @@ __device__ inline int logit_column(int h, int t) {
 }
 
 // Byte offset in the tile of channels [8·chunk, 8·chunk + 8) of `key` (chunk 0..63).
+// A tile of kKeys keys has slabs of kKeys·128 bytes.
+template <int kKeys = kTileKeys>
 __device__ inline int tile_offset(int key, int chunk) {
-  return (chunk >> 3) * kSlabBytes + key * 128 + (((chunk & 7) ^ (key & 7)) << 4);
+  return (chunk >> 3) * (kKeys * 128) + key * 128 + (((chunk & 7) ^ (key & 7)) << 4);
 }
 
 __device__ inline uint32_t tile_chunk_address(const uint8_t* tile, int key, int chunk) {
@@ -227,10 +244,13 @@ __device__ inline int append_valid(const int32_t* list, int count, int32_t* keys
 // ---- dequantization of one key tile
 // ------------------------------------------------------------------------
 
-// One thread's share of a tile in flight: raw codes and the decoded block scale of each 16-channel chunk.
+// One thread's share of a tile of kKeys keys in flight: raw codes and the decoded block scale of each
+// 16-channel chunk.
+template <int kKeys>
 struct TileRecords {
-  uint4 codes[kChunksPerThread];
-  float scale[kChunksPerThread];
+  static constexpr int kChunks = kKeys * kChunksPerKey / kThreads;
+  uint4 codes[kChunks];
+  float scale[kChunks];
 };
 
 struct KeySource {
@@ -242,11 +262,12 @@ struct KeySource {
 
 // Chunk i of this thread: key (tid + 256 i) / 32 of the tile, 16-channel chunk (tid mod 32). A warp reads
 // one key row's record contiguously.
-__device__ inline void load_tile(const Layout& s, const KeySource& src, int tile, TileRecords& r) {
+template <int kKeys>
+__device__ inline void load_tile(const Layout& s, const KeySource& src, int tile, TileRecords<kKeys>& r) {
 #pragma unroll
-  for (int i = 0; i < kChunksPerThread; ++i) {
+  for (int i = 0; i < TileRecords<kKeys>::kChunks; ++i) {
     const int q = static_cast<int>(threadIdx.x) + i * kThreads;
-    const int t = tile * kTileKeys + q / kChunksPerKey;
+    const int t = tile * kKeys + q / kChunksPerKey;
     const int chunk = q % kChunksPerKey;
     r.codes[i] = make_uint4(0, 0, 0, 0);
     r.scale[i] = 0.0f;
@@ -264,14 +285,16 @@ __device__ inline void load_tile(const Layout& s, const KeySource& src, int tile
 }
 
 // Decodes the loaded chunks to BF16 (exact: E4M3·2^e and E2M1·E4M3 have at most 6 significant bits) into the
-// tile. Keys past the row's end decode to zeros (codes and scale 0), so P·V never meets stale data.
-__device__ inline void store_tile(const Layout& s, const KeySource& src, int tile, const TileRecords& r) {
+// tile buffer. Keys past the row's end decode to zeros (codes and scale 0), so P·V never meets stale data.
+template <int kKeys>
+__device__ inline void store_tile(uint8_t* buffer, const KeySource& src, int tile,
+                                  const TileRecords<kKeys>& r) {
 #pragma unroll
-  for (int i = 0; i < kChunksPerThread; ++i) {
+  for (int i = 0; i < TileRecords<kKeys>::kChunks; ++i) {
     const int q = static_cast<int>(threadIdx.x) + i * kThreads;
     const int key = q / kChunksPerKey;
     const int chunk = q % kChunksPerKey;
-    const bool fp8 = tile * kTileKeys + key < src.window_keys;
+    const bool fp8 = tile * kKeys + key < src.window_keys;
     float v[kChunk];
     const uint32_t words[4] = {r.codes[i].x, r.codes[i].y, r.codes[i].z, r.codes[i].w};
     if (fp8) {
@@ -300,8 +323,8 @@ __device__ inline void store_tile(const Layout& s, const KeySource& src, int til
     hi.y = bf16x2_bits(v[10], v[11]);
     hi.z = bf16x2_bits(v[12], v[13]);
     hi.w = bf16x2_bits(v[14], v[15]);
-    *reinterpret_cast<uint4*>(s.tile + tile_offset(key, 2 * chunk)) = lo;
-    *reinterpret_cast<uint4*>(s.tile + tile_offset(key, 2 * chunk + 1)) = hi;
+    *reinterpret_cast<uint4*>(buffer + tile_offset<kKeys>(key, 2 * chunk)) = lo;
+    *reinterpret_cast<uint4*>(buffer + tile_offset<kKeys>(key, 2 * chunk + 1)) = hi;
   }
   fence_proxy_async();  // the wgmma variant reads the tile through the async proxy
 }
@@ -333,10 +356,10 @@ __device__ void compute_logits(const Layout& s, const KeySource& src, const uint
   }
 
   const int mi = lane / 8, r = lane % 8;
-  TileRecords records;
+  TileRecords<kTileKeys> records;
   if (tiles > 0) load_tile(s, src, 0, records);
   for (int tile = 0; tile < tiles; ++tile) {
-    store_tile(s, src, tile, records);
+    store_tile(s.tile, src, tile, records);
     __syncthreads();  // tile complete; the previous tile's partial sums are in
     if (tile + 1 < tiles) load_tile(s, src, tile + 1, records);
 
@@ -394,6 +417,79 @@ __device__ void compute_logits(const Layout& s, const KeySource& src, const uint
         *hi = make_float2(hi->x + acc[4 * j + 2], hi->y + acc[4 * j + 3]);
       }
     }
+  }
+  __syncthreads();
+}
+
+// Pipelined wgmma (32-key tiles in two buffers): the tensor cores multiply tile t while every thread
+// dequantizes tile t + 1 into the other buffer. The two warpgroups' half dot products meet in shared memory
+// through atomic adds onto zeroed logits (a + b from 0 in either order is the same sum).
+__device__ void compute_logits_pipelined(const Layout& s, const KeySource& src, const uint16_t* q_row,
+                                         int tiles) {
+  constexpr int kKeys = kPipelinedKeys;
+  constexpr int kBufferBytes = kKeys * kChunksPerKey * 32;  // 32 KB
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const int g = lane / 4, c = lane % 4;
+  const int head0 = 16 * (warp & 3);
+  const int dim0 = 256 * (warp >> 2);
+
+  // zero the logits the tiles will add into
+  const int logit_words = kHeads * s.key_stride / 4;
+  for (int i = static_cast<int>(threadIdx.x); i < logit_words; i += kThreads)
+    reinterpret_cast<float4*>(s.logits)[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+
+  uint32_t qa[16][4];
+#pragma unroll
+  for (int ks = 0; ks < 16; ++ks) {
+    const int d = dim0 + 16 * ks + 2 * c;
+    const auto pair = [&](int head, int dim) {
+      return __ldg(reinterpret_cast<const uint32_t*>(q_row + head * kDim + dim));
+    };
+    qa[ks][0] = pair(head0 + g, d);
+    qa[ks][1] = pair(head0 + g + 8, d);
+    qa[ks][2] = pair(head0 + g, d + 8);
+    qa[ks][3] = pair(head0 + g + 8, d + 8);
+  }
+
+  TileRecords<kKeys> records;
+  if (tiles > 0) {
+    load_tile(s, src, 0, records);
+    store_tile(s.tile, src, 0, records);
+  }
+  __syncthreads();  // tile 0 and the zeroed logits
+  for (int tile = 0; tile < tiles; ++tile) {
+    const uint32_t buffer = smem_address(s.tile) + static_cast<uint32_t>((tile & 1) * kBufferBytes);
+    float acc[16];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) acc[i] = 0.0f;
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < 16; ++ks) {
+      const uint32_t start =
+          buffer + static_cast<uint32_t>((dim0 / 64 + ks / 4) * (kKeys * 128) + (ks % 4) * 32);
+      wgmma_m64n32k16(acc, qa[ks], sw128_descriptor(start, 16, 1024), 1);
+    }
+    wgmma_commit();
+    if (tile + 1 < tiles) {  // overlaps the multiplication
+      load_tile(s, src, tile + 1, records);
+      store_tile(s.tile + ((tile + 1) & 1) * kBufferBytes, src, tile + 1, records);
+    }
+    wgmma_wait_all();
+#pragma unroll
+    for (int i = 0; i < 16; ++i) fence_register(acc[i]);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int h = head0 + g + 8 * half;
+        float* slot =
+            s.logits + static_cast<size_t>(h) * s.key_stride + logit_column(h, tile * kKeys + 8 * j + 2 * c);
+        atomicAdd(slot, acc[4 * j + 2 * half]);
+        atomicAdd(slot + 1, acc[4 * j + 2 * half + 1]);
+      }
+    }
+    __syncthreads();  // next buffer complete; this buffer free again
   }
   __syncthreads();
 }
@@ -482,10 +578,10 @@ __device__ void compute_output_mma(const Layout& s, const KeySource& src, int ti
 #pragma unroll
     for (int i = 0; i < 32; ++i) acc[m][i] = 0.0f;
 
-  TileRecords records;
+  TileRecords<kTileKeys> records;
   if (tiles > 0) load_tile(s, src, 0, records);
   for (int tile = 0; tile < tiles; ++tile) {
-    store_tile(s, src, tile, records);
+    store_tile(s.tile, src, tile, records);
     __syncthreads();
     if (tile + 1 < tiles) load_tile(s, src, tile + 1, records);
 #pragma unroll
@@ -529,10 +625,10 @@ __device__ void compute_output_wgmma(const Layout& s, const KeySource& src, int 
   for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
 
   const uint32_t tile_base = smem_address(s.tile);
-  TileRecords records;
+  TileRecords<kTileKeys> records;
   if (tiles > 0) load_tile(s, src, 0, records);
   for (int tile = 0; tile < tiles; ++tile) {
-    store_tile(s, src, tile, records);
+    store_tile(s.tile, src, tile, records);
     __syncthreads();
     if (tile + 1 < tiles) load_tile(s, src, tile + 1, records);
     uint32_t a[4][4];
@@ -558,13 +654,63 @@ __device__ void compute_output_wgmma(const Layout& s, const KeySource& src, int 
   store_output<32>(acc, head0, 256 * group, out_row);
 }
 
-template <bool kWgmma>
+// Pipelined wgmma P·V: as compute_output_wgmma on 32-key tiles, dequantizing tile t + 1 while tile t is
+// multiplied.
+__device__ void compute_output_pipelined(const Layout& s, const KeySource& src, int tiles,
+                                         uint16_t* out_row) {
+  constexpr int kKeys = kPipelinedKeys;
+  constexpr int kBufferBytes = kKeys * kChunksPerKey * 32;
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const int mi = lane / 8, r = lane % 8;
+  const int head0 = 16 * (warp & 3);
+  const int group = warp >> 2;
+
+  float acc[128];
+#pragma unroll
+  for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+
+  TileRecords<kKeys> records;
+  if (tiles > 0) {
+    load_tile(s, src, 0, records);
+    store_tile(s.tile, src, 0, records);
+  }
+  __syncthreads();
+  for (int tile = 0; tile < tiles; ++tile) {
+    const uint32_t buffer = smem_address(s.tile) + static_cast<uint32_t>((tile & 1) * kBufferBytes);
+    uint32_t a[2][4];
+#pragma unroll
+    for (int ks = 0; ks < 2; ++ks) {
+      const int h = head0 + r + 8 * (mi & 1);
+      ldmatrix_x4(smem_address(prob_chunk(s, h, (tile * kKeys + 16 * ks) / 8 + (mi >> 1))), a[ks]);
+    }
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < 2; ++ks) {
+      const uint32_t start = buffer + static_cast<uint32_t>(4 * group * (kKeys * 128) + 16 * ks * 128);
+      wgmma_m64n256k16_tb(acc, a[ks], sw128_descriptor(start, kKeys * 128, 1024), 1);
+    }
+    wgmma_commit();
+    if (tile + 1 < tiles) {
+      load_tile(s, src, tile + 1, records);
+      store_tile(s.tile + ((tile + 1) & 1) * kBufferBytes, src, tile + 1, records);
+    }
+    wgmma_wait_all();
+#pragma unroll
+    for (int i = 0; i < 128; ++i) fence_register(acc[i]);
+    __syncthreads();
+  }
+  store_output<32>(acc, head0, 256 * group, out_row);
+}
+
+// kKind: 0 mma.sync, 1 wgmma, 2 pipelined wgmma.
+template <int kKind>
 __global__ void __launch_bounds__(kThreads, 1)
     sparse_attention_kernel(SparseAttentionArgs args, int key_stride, float scale) {
   // No static shared memory: the dynamic block then starts at the CTA's (1024-byte aligned) shared window,
   // which the swizzled wgmma tiles need.
   extern __shared__ __align__(1024) uint8_t smem[];
-  if constexpr (kWgmma) {
+  if constexpr (kKind != 0) {
     if ((smem_address(smem) & 1023u) != 0) __trap();
   }
   Layout s;
@@ -592,12 +738,21 @@ __global__ void __launch_bounds__(kThreads, 1)
   const KeySource src{args.window_records, args.entry_records, s.counts[0], s.counts[1]};
   const int tiles = (src.total + kTileKeys - 1) / kTileKeys;
 
-  compute_logits<kWgmma>(s, src, args.q + row * kHeads * kDim, tiles);
-  compute_probabilities(s, src.total, tiles, args.sink, scale);
-  if constexpr (kWgmma) {
-    compute_output_wgmma(s, src, tiles, args.out + row * kHeads * kDim);
+  const uint16_t* q_row = args.q + row * kHeads * kDim;
+  uint16_t* out_row = args.out + row * kHeads * kDim;
+  const int small_tiles = (src.total + kPipelinedKeys - 1) / kPipelinedKeys;
+  if constexpr (kKind == 2) {
+    compute_logits_pipelined(s, src, q_row, small_tiles);
   } else {
-    compute_output_mma(s, src, tiles, args.out + row * kHeads * kDim);
+    compute_logits<kKind == 1>(s, src, q_row, tiles);
+  }
+  compute_probabilities(s, src.total, tiles, args.sink, scale);
+  if constexpr (kKind == 0) {
+    compute_output_mma(s, src, tiles, out_row);
+  } else if constexpr (kKind == 1) {
+    compute_output_wgmma(s, src, tiles, out_row);
+  } else {
+    compute_output_pipelined(s, src, small_tiles, out_row);
   }
 }
 
@@ -608,14 +763,14 @@ size_t shared_bytes(int key_stride) {
 
 // Raises a kernel's shared-memory limit once per device (setting it on every call costs host time that
 // shows at small batches), at the largest size any call uses.
-template <bool kWgmma>
+template <int kKind>
 void allow_shared_memory() {
   static std::atomic<uint64_t> configured_devices{0};
   int device = 0;
   FKV_CUDA_CHECK(cudaGetDevice(&device));
   const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
   if (bit != 0 && (configured_devices.load(std::memory_order_acquire) & bit) != 0) return;
-  FKV_CUDA_CHECK(cudaFuncSetAttribute(sparse_attention_kernel<kWgmma>,
+  FKV_CUDA_CHECK(cudaFuncSetAttribute(sparse_attention_kernel<kKind>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
                                       static_cast<int>(shared_bytes(kSparseAttentionMaxKeys))));
   configured_devices.fetch_or(bit, std::memory_order_release);
@@ -631,12 +786,20 @@ void sparse_attention(const SparseAttentionArgs& args, cudaStream_t stream, Spar
   const size_t smem = shared_bytes(key_stride);
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(kDim)));
   const auto grid = static_cast<unsigned>(args.n);
-  if (variant == SparseAttentionVariant::kWgmma) {
-    allow_shared_memory<true>();
-    sparse_attention_kernel<true><<<grid, kThreads, smem, stream>>>(args, key_stride, scale);
-  } else {
-    allow_shared_memory<false>();
-    sparse_attention_kernel<false><<<grid, kThreads, smem, stream>>>(args, key_stride, scale);
+  switch (variant) {
+    case SparseAttentionVariant::kWgmma:
+      allow_shared_memory<1>();
+      sparse_attention_kernel<1><<<grid, kThreads, smem, stream>>>(args, key_stride, scale);
+      break;
+    case SparseAttentionVariant::kWgmmaPipelined:
+      allow_shared_memory<2>();
+      sparse_attention_kernel<2><<<grid, kThreads, smem, stream>>>(args, key_stride, scale);
+      break;
+    case SparseAttentionVariant::kAuto:
+    case SparseAttentionVariant::kMmaSync:
+      allow_shared_memory<0>();
+      sparse_attention_kernel<0><<<grid, kThreads, smem, stream>>>(args, key_stride, scale);
+      break;
   }
   FKV_CUDA_CHECK_LAUNCH();
 }

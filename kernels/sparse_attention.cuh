@@ -57,6 +57,7 @@ enum class SparseAttentionVariant {
   kAuto,     // the measured-fastest verified choice
   kMmaSync,  // warp-level mma.sync m16n8k16 (ldmatrix operands)
   kWgmma,    // warpgroup wgmma (sm_90a): Q and P from registers, K/V tiles through shared-memory descriptors
+  kWgmmaPipelined,  // wgmma on 32-key tiles in two buffers: dequantization of the next tile overlaps the MMA
 };
 
 void sparse_attention(const SparseAttentionArgs& args, cudaStream_t stream,
