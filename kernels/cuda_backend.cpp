@@ -259,8 +259,17 @@ void CudaBackend::quantize_rows(backend::ConstMatrix x, backend::RecordFormat fo
                                 std::span<uint8_t> records, backend::Matrix dequantized) const {
   cpu_->quantize_rows(x, format, records, dequantized);
 }
+void CudaBackend::quantize_rope_rows(backend::ConstMatrix x, int64_t rope_dim, std::span<uint8_t> records,
+                                     backend::Matrix dequantized) const {
+  cpu_->quantize_rope_rows(x, rope_dim, records, dequantized);
+}
 void CudaBackend::fake_quantize(backend::Matrix x, backend::RecordFormat format) const {
   cpu_->fake_quantize(x, format);
+}
+void CudaBackend::hc_head(backend::ConstMatrix streams, const backend::MixerWeights& weights,
+                          const backend::MixerShape& shape, backend::Matrix pre,
+                          backend::Rounding rounding) const {
+  cpu_->hc_head(streams, weights, shape, pre, rounding);
 }
 void CudaBackend::hc_mixer(backend::ConstMatrix streams, const backend::MixerWeights& weights,
                            const backend::MixerShape& shape, backend::Matrix pre, backend::Matrix post,
@@ -296,6 +305,11 @@ void CudaBackend::route(backend::ConstMatrix v, const backend::RouterWeights& ro
                         std::span<int32_t> experts, backend::Matrix weights,
                         backend::Rounding rounding) const {
   cpu_->route(v, router, experts, weights, rounding);
+}
+void CudaBackend::route_given(backend::ConstMatrix v, const backend::RouterWeights& router,
+                              std::span<const int32_t> experts, backend::Matrix weights,
+                              backend::Rounding rounding) const {
+  cpu_->route_given(v, router, experts, weights, rounding);
 }
 void CudaBackend::moe_experts(backend::ConstMatrix v, std::span<const backend::ExpertWeights> experts,
                               std::span<const int32_t> selected, backend::ConstMatrix routing,

@@ -51,7 +51,12 @@ class CudaBackend final : public backend::Backend {
             const backend::RopeTable& table, bool inverse, backend::Rounding rounding) const override;
   void quantize_rows(backend::ConstMatrix x, backend::RecordFormat format, std::span<uint8_t> records,
                      backend::Matrix dequantized) const override;
+  void quantize_rope_rows(backend::ConstMatrix x, int64_t rope_dim, std::span<uint8_t> records,
+                          backend::Matrix dequantized) const override;
   void fake_quantize(backend::Matrix x, backend::RecordFormat format) const override;
+  void hc_head(backend::ConstMatrix streams, const backend::MixerWeights& weights,
+               const backend::MixerShape& shape, backend::Matrix pre,
+               backend::Rounding rounding) const override;
   void hc_mixer(backend::ConstMatrix streams, const backend::MixerWeights& weights,
                 const backend::MixerShape& shape, backend::Matrix pre, backend::Matrix post,
                 backend::Matrix comb, backend::Rounding rounding) const override;
@@ -70,6 +75,9 @@ class CudaBackend final : public backend::Backend {
                          backend::Matrix a, backend::Rounding rounding) const override;
   void route(backend::ConstMatrix v, const backend::RouterWeights& router, std::span<int32_t> experts,
              backend::Matrix weights, backend::Rounding rounding) const override;
+  void route_given(backend::ConstMatrix v, const backend::RouterWeights& router,
+                   std::span<const int32_t> experts, backend::Matrix weights,
+                   backend::Rounding rounding) const override;
   void moe_experts(backend::ConstMatrix v, std::span<const backend::ExpertWeights> experts,
                    std::span<const int32_t> selected, backend::ConstMatrix routing,
                    const backend::ExpertWeights* shared, double swiglu_limit, backend::Matrix out,

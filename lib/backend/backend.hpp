@@ -1,7 +1,8 @@
 // Backend — the kernel-layer contract (DESIGN.md "The kernel layer"): every numeric operation of the V4.1
-// forward, on typed views of memory the caller owns. lib/runtime strings these operations together into the
-// model (spec/MODEL.md §3-§8); a backend only computes. The CPU implementation lives in lib/backend/cpu (one
-// file per mechanism); the CUDA one in kernels/.
+// forward (and of V4-Flash, whose own operations are marked "V4"), on typed views of memory the caller owns.
+// lib/runtime strings these operations together into the model (spec/MODEL.md §3-§8); a backend only
+// computes. The CPU implementation lives in lib/backend/cpu (one file per mechanism); the CUDA one in
+// kernels/.
 //
 // Numerics. Every operation takes a Rounding:
 //   kClean     results are stored as fp32, nothing else is rounded and the KV quantizers are not involved;
@@ -60,9 +61,14 @@ enum class RecordFormat {
   kFp8,    // SWA window row: FP8 E4M3 + UE8M0 per 32 channels (528 B for 512)
   kNvfp4,  // compressed entry: E2M1 + E4M3 scale per 16 channels (288 B for 512)
   kMxfp4,  // index key: E2M1 + E8M0 per 32 channels (68 B for 128)
+  // V4-Flash KV row (window rows and compressed entries of deepseek_v4): the non-RoPE channels FP8 E4M3 with
+  // one UE8M0 scale per 64 channels (a partial last block has its own scale), zero padding to an 8-byte
+  // boundary, then the trailing rope_dim RoPE channels as BF16 (448 + 7 + 1 + 128 = 584 B for 512 / 64).
+  kFp8Bf16Rope,
 };
 
-size_t record_bytes(RecordFormat format, int64_t dim);
+// Bytes of one record; rope_dim (the trailing BF16 channels) matters to kFp8Bf16Rope only.
+size_t record_bytes(RecordFormat format, int64_t dim, int64_t rope_dim = 0);
 
 // `count` cached rows of `dim` channels, back to back in `format`.
 struct RecordRows {
@@ -70,7 +76,8 @@ struct RecordRows {
   const uint8_t* data = nullptr;
   int64_t count = 0;
   int64_t dim = 0;
-  size_t row_bytes() const { return record_bytes(format, dim); }
+  int64_t rope_dim = 0;  // kFp8Bf16Rope only
+  size_t row_bytes() const { return record_bytes(format, dim, rope_dim); }
   const uint8_t* row(int64_t i) const { return data + static_cast<size_t>(i) * row_bytes(); }
   void dequantize(int64_t i, float* out) const;  // dim floats
 };
@@ -164,6 +171,9 @@ class Backend {
   // decode to. kFp32 copies.
   virtual void quantize_rows(ConstMatrix x, RecordFormat format, std::span<uint8_t> records,
                              Matrix dequantized) const = 0;
+  // The same for kFp8Bf16Rope records, whose layout also depends on the rope_dim trailing channels.
+  virtual void quantize_rope_rows(ConstMatrix x, int64_t rope_dim, std::span<uint8_t> records,
+                                  Matrix dequantized) const = 0;
   // In place: x ← decode(encode(x)) (index queries, §2.2.3).
   virtual void fake_quantize(Matrix x, RecordFormat format) const = 0;
 
@@ -178,6 +188,10 @@ class Backend {
   // In place on streams: X'_j = post_j·y + Σ_i comb[i][j]·X_i; faithful: BF16.
   virtual void hc_expand(ConstMatrix y, Matrix streams, ConstMatrix post, ConstMatrix comb,
                          Rounding rounding) const = 0;
+  // V4 hc_head (mhc_head.cpp): the final collapse weights pre[n, hc] = sigmoid(scale·(fn·f)·rms(f)⁻¹ + base)
+  // + hc_eps from streams [n, hc·D], with fn [hc, hc·D], base [hc], scale [1]. Faithful: fp32.
+  virtual void hc_head(ConstMatrix streams, const MixerWeights& weights, const MixerShape& shape, Matrix pre,
+                       Rounding rounding) const = 0;
 
   // ---- Engram (engram.cpp)
   // ------------------------------------------------------------------------------------ out[n,
@@ -238,6 +252,10 @@ class Backend {
   // weights[n, k] = scaling·σ_e / (Σ_selected σ + 1e-20). Faithful: fp32 throughout.
   virtual void route(ConstMatrix v, const RouterWeights& router, std::span<int32_t> experts, Matrix weights,
                      Rounding rounding) const = 0;
+  // V4 hash routing: the experts [n, k] are given (tid2eid of each row's token); weights as route() from the
+  // unbiased σ of those experts (router.bias is not read).
+  virtual void route_given(ConstMatrix v, const RouterWeights& router, std::span<const int32_t> experts,
+                           Matrix weights, Rounding rounding) const = 0;
   // out = Σ_selected weight·e(v) + shared(v), e(v) = W2(silu(min(W1 v, L))·clamp(W3 v, ±L)) with the routing
   // weight applied to the hidden before W2. Faithful: W1 v, W3 v, hidden, expert outputs and the sum BF16.
   virtual void moe_experts(ConstMatrix v, std::span<const ExpertWeights> experts,

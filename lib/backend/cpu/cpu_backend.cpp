@@ -6,9 +6,11 @@
 
 #include <flashkv/numeric/kv_records.hpp>
 
+#include "backend/cpu/kv_record_v4.hpp"
+
 namespace flashkv::backend {
 
-size_t record_bytes(RecordFormat format, int64_t dim) {
+size_t record_bytes(RecordFormat format, int64_t dim, int64_t rope_dim) {
   const int channels = static_cast<int>(dim);
   switch (format) {
     case RecordFormat::kFp32:
@@ -19,6 +21,8 @@ size_t record_bytes(RecordFormat format, int64_t dim) {
       return numeric::nvfp4_entry_bytes(channels);
     case RecordFormat::kMxfp4:
       return numeric::mxfp4_key_bytes(channels);
+    case RecordFormat::kFp8Bf16Rope:
+      return cpu::v4_record_bytes(channels, static_cast<int>(rope_dim));
   }
   return 0;
 }
@@ -36,6 +40,8 @@ void RecordRows::dequantize(int64_t i, float* out) const {
       return numeric::dequantize_nvfp4_entry(record, channels, out);
     case RecordFormat::kMxfp4:
       return numeric::dequantize_mxfp4_key(record, channels, out);
+    case RecordFormat::kFp8Bf16Rope:
+      return cpu::dequantize_v4_record(record, channels, static_cast<int>(rope_dim), out);
   }
 }
 

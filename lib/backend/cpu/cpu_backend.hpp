@@ -1,8 +1,9 @@
 // CpuBackend — the CPU implementation of backend::Backend. Each group of operations is defined in the file
-// named after its mechanism (gemm.cpp, rmsnorm.cpp, rope.cpp, kv_quant.cpp, mhc.cpp, engram.cpp,
-// compressor.cpp, indexer.cpp, candidate_pool.cpp, topk.cpp, sparse_attention.cpp, output_projection.cpp,
-// router.cpp, moe.cpp). Reductions run in double and results are rounded once (see backend.hpp "Numerics");
-// work is split over the thread pool where it pays (GEMMs, experts, attention and scoring rows).
+// named after its mechanism (gemm.cpp, rmsnorm.cpp, rope.cpp, kv_quant.cpp, mhc.cpp, mhc_head.cpp,
+// engram.cpp, compressor.cpp, indexer.cpp, candidate_pool.cpp, topk.cpp, sparse_attention.cpp,
+// output_projection.cpp, router.cpp, moe.cpp). Reductions run in double and results are rounded once (see
+// backend.hpp "Numerics"); work is split over the thread pool where it pays (GEMMs, experts, attention and
+// scoring rows).
 #pragma once
 
 #include "backend/backend.hpp"
@@ -24,12 +25,16 @@ class CpuBackend final : public Backend {
             Rounding rounding) const override;
   void quantize_rows(ConstMatrix x, RecordFormat format, std::span<uint8_t> records,
                      Matrix dequantized) const override;
+  void quantize_rope_rows(ConstMatrix x, int64_t rope_dim, std::span<uint8_t> records,
+                          Matrix dequantized) const override;
   void fake_quantize(Matrix x, RecordFormat format) const override;
   void hc_mixer(ConstMatrix streams, const MixerWeights& weights, const MixerShape& shape, Matrix pre,
                 Matrix post, Matrix comb, Rounding rounding) const override;
   void hc_collapse(ConstMatrix streams, ConstMatrix pre, Matrix out, Rounding rounding) const override;
   void hc_expand(ConstMatrix y, Matrix streams, ConstMatrix post, ConstMatrix comb,
                  Rounding rounding) const override;
+  void hc_head(ConstMatrix streams, const MixerWeights& weights, const MixerShape& shape, Matrix pre,
+               Rounding rounding) const override;
   void engram_gather(std::span<const int64_t> rows, int64_t cols, ConstMatrix table,
                      Matrix out) const override;
   void engram_gate(Matrix streams, ConstMatrix kv, std::span<const float> omega, int64_t hc, double eps,
@@ -47,6 +52,8 @@ class CpuBackend final : public Backend {
                          Rounding rounding) const override;
   void route(ConstMatrix v, const RouterWeights& router, std::span<int32_t> experts, Matrix weights,
              Rounding rounding) const override;
+  void route_given(ConstMatrix v, const RouterWeights& router, std::span<const int32_t> experts,
+                   Matrix weights, Rounding rounding) const override;
   void moe_experts(ConstMatrix v, std::span<const ExpertWeights> experts, std::span<const int32_t> selected,
                    ConstMatrix routing, const ExpertWeights* shared, double swiglu_limit, Matrix out,
                    Rounding rounding) const override;

@@ -5,6 +5,7 @@
 #include <flashkv/numeric/kv_records.hpp>
 
 #include "backend/cpu/cpu_backend.hpp"
+#include "backend/cpu/kv_record_v4.hpp"
 
 namespace flashkv::backend::cpu {
 namespace {
@@ -20,6 +21,8 @@ void quantize_row(const float* x, int channels, RecordFormat format, uint8_t* re
       return numeric::quantize_nvfp4_entry(x, channels, record);
     case RecordFormat::kMxfp4:
       return numeric::quantize_mxfp4_key(x, channels, record);
+    case RecordFormat::kFp8Bf16Rope:
+      break;  // needs rope_dim: quantize_rope_rows
   }
 }
 
@@ -31,6 +34,16 @@ void CpuBackend::quantize_rows(ConstMatrix x, RecordFormat format, std::span<uin
   const RecordRows view{format, records.data(), x.rows, x.cols};
   for (int64_t r = 0; r < x.rows; ++r) {
     quantize_row(x.row(r), static_cast<int>(x.cols), format, records.data() + static_cast<size_t>(r) * bytes);
+    if (dequantized.rows > 0) view.dequantize(r, dequantized.row(r));
+  }
+}
+
+void CpuBackend::quantize_rope_rows(ConstMatrix x, int64_t rope_dim, std::span<uint8_t> records,
+                                    Matrix dequantized) const {
+  const RecordRows view{RecordFormat::kFp8Bf16Rope, records.data(), x.rows, x.cols, rope_dim};
+  for (int64_t r = 0; r < x.rows; ++r) {
+    quantize_v4_record(x.row(r), static_cast<int>(x.cols), static_cast<int>(rope_dim),
+                       records.data() + static_cast<size_t>(r) * view.row_bytes());
     if (dequantized.rows > 0) view.dequantize(r, dequantized.row(r));
   }
 }
@@ -51,6 +64,8 @@ void CpuBackend::fake_quantize(Matrix x, RecordFormat format) const {
       case RecordFormat::kMxfp4:
         numeric::fakequant_mxfp4(row, channels, row);
         break;
+      case RecordFormat::kFp8Bf16Rope:
+        break;  // a storage format only (never fake-quantized in registers)
     }
   }
 }
