@@ -20,6 +20,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 
 #include <flashkv/numeric/scalar_codecs.hpp>
@@ -711,7 +712,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   // which the swizzled wgmma tiles need.
   extern __shared__ __align__(1024) uint8_t smem[];
   if constexpr (kKind != 0) {
-    if ((smem_address(smem) & 1023u) != 0) __trap();
+    if ((smem_address(smem) & 1023u) != 0) {  // never seen; leaves the output unwritten rather than wrong
+      if (threadIdx.x == 0 && blockIdx.x == 0)
+        printf("sparse_attention: dynamic shared memory at %u is not 1024-byte aligned\n",
+               smem_address(smem));
+      return;
+    }
   }
   Layout s;
   s.tile = smem;
