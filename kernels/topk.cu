@@ -114,9 +114,10 @@ __device__ void choose_digit(const uint32_t* hist, uint32_t need, uint32_t* digi
 // Compaction of one tile of kThreads * kItems consecutive entries [base, min(base + tile, end)) in index
 // order. An entry's output slot is (valid entries above T before it) + min(entries equal to T before it,
 // need); `greater_seen` and `equal_seen` carry those counts over the earlier tiles (same in every thread).
-template <int kThreads, int kItems, typename KeyAt>
+// emit(slot, index) writes one selected entry.
+template <int kThreads, int kItems, typename KeyAt, typename Emit>
 __device__ void compact_tile(KeyAt key_at, int64_t base, int64_t end, uint32_t threshold, uint32_t need,
-                             int32_t* out, uint32_t& greater_seen, uint32_t& equal_seen) {
+                             Emit emit, uint32_t& greater_seen, uint32_t& equal_seen) {
   using Scan = cub::BlockScan<uint32_t, kThreads>;
   __shared__ typename Scan::TempStorage scan_storage;
   __shared__ uint32_t tile_total;
@@ -143,11 +144,10 @@ __device__ void compact_tile(KeyAt key_at, int64_t base, int64_t end, uint32_t t
     if (index >= end) break;
     const uint32_t key = keys[i];
     if (key == threshold) {
-      if (threshold_valid && equal_rank < need)
-        out[greater_rank + taken_equal(equal_rank)] = static_cast<int32_t>(index);
+      if (threshold_valid && equal_rank < need) emit(greater_rank + taken_equal(equal_rank), index);
       ++equal_rank;
     } else if (key > threshold && key > kNegInfKey) {
-      out[greater_rank + taken_equal(equal_rank)] = static_cast<int32_t>(index);
+      emit(greater_rank + taken_equal(equal_rank), index);
       ++greater_rank;
     }
   }
@@ -166,23 +166,43 @@ constexpr int kRowTile = kRowThreads * kRowItems;
 constexpr int64_t kMaxCachedKeys = 48 * 1024;  // 192 KB of keys in shared memory
 
 template <typename T>
+__device__ inline T negative_infinity();
+template <>
+__device__ inline float negative_infinity<float>() {
+  return -INFINITY;
+}
+template <>
+__device__ inline uint16_t negative_infinity<uint16_t>() {
+  return 0xFF80u;  // BF16 −∞
+}
+
+// CTA (segment s, row r) selects the top k of scores[r, s·L, min(n, (s+1)·L)) (L = `segment`; one segment
+// is the whole row) into out[(r·segments + s)·k, +k) as row indices. With out_scores non-null the selected
+// scores go beside them (−∞ padding): the candidates of the two-stage path.
+template <typename T>
 __global__ void __launch_bounds__(kRowThreads)
-    top_k_row_kernel(const T* scores, int64_t n, int64_t k, int32_t* out, bool cached) {
+    top_k_row_kernel(const T* scores, int64_t n, int64_t segment, int64_t k, int32_t* out, T* out_scores,
+                     bool cached) {
   extern __shared__ uint32_t cache[];
   __shared__ uint32_t hist[kBins];
-  const T* row = scores + static_cast<int64_t>(blockIdx.x) * n;
-  int32_t* row_out = out + static_cast<int64_t>(blockIdx.x) * k;
+  const int64_t row = blockIdx.y;
+  const int64_t begin = static_cast<int64_t>(blockIdx.x) * segment;
+  const int64_t len = min(segment, n - begin);
+  const T* data = scores + row * n + begin;
+  const int64_t slot0 = (row * gridDim.x + blockIdx.x) * k;
+  int32_t* row_out = out + slot0;
+  T* row_scores = out_scores != nullptr ? out_scores + slot0 : nullptr;
   if (cached) {
-    for (int64_t i = threadIdx.x; i < n; i += kRowThreads) cache[i] = order_key(row[i]);
+    for (int64_t i = threadIdx.x; i < len; i += kRowThreads) cache[i] = order_key(data[i]);
   }
-  const auto key_at = [&](int64_t i) { return cached ? cache[i] : order_key(row[i]); };
+  const auto key_at = [&](int64_t i) { return cached ? cache[i] : order_key(data[i]); };
   uint32_t prefix = 0;
-  uint32_t need = static_cast<uint32_t>(min(k, n));
+  uint32_t need = static_cast<uint32_t>(min(k, len));
   for (int pass = 0; pass < passes_for<T>(); ++pass) {
     for (int b = threadIdx.x; b < kBins; b += kRowThreads) hist[b] = 0;
     __syncthreads();
     const uint32_t mask = chosen_mask(pass);
-    for (int64_t i = threadIdx.x; i < n; i += kRowThreads) {
+    for (int64_t i = threadIdx.x; i < len; i += kRowThreads) {
       const uint32_t key = key_at(i);
       if ((key & mask) == prefix) atomicAdd(&hist[digit_of(key, pass)], 1u);
     }
@@ -195,11 +215,29 @@ __global__ void __launch_bounds__(kRowThreads)
     __syncthreads();
     if (whole) break;
   }
-  for (int64_t i = threadIdx.x; i < k; i += kRowThreads) row_out[i] = -1;
+  for (int64_t i = threadIdx.x; i < k; i += kRowThreads) {
+    row_out[i] = -1;
+    if (row_scores != nullptr) row_scores[i] = negative_infinity<T>();
+  }
   __syncthreads();
+  const auto emit = [&](uint32_t slot, int64_t i) {
+    row_out[slot] = static_cast<int32_t>(begin + i);
+    if (row_scores != nullptr) row_scores[slot] = data[i];
+  };
   uint32_t greater_seen = 0, equal_seen = 0;
-  for (int64_t base = 0; base < n; base += kRowTile)
-    compact_tile<kRowThreads, kRowItems>(key_at, base, n, prefix, need, row_out, greater_seen, equal_seen);
+  for (int64_t base = 0; base < len; base += kRowTile)
+    compact_tile<kRowThreads, kRowItems>(key_at, base, len, prefix, need, emit, greater_seen, equal_seen);
+}
+
+// out[r, i] = candidates[r, positions[r, i]] (−1 stays −1): stage two's picks back to row indices.
+__global__ void gather_candidates_kernel(const int32_t* positions, const int32_t* candidates, int64_t width,
+                                         int64_t k, int32_t* out) {
+  const int64_t row = blockIdx.y;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < k;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int32_t p = positions[row * k + i];
+    out[row * k + i] = p >= 0 ? candidates[row * width + p] : -1;
+  }
 }
 
 // ---- several CTAs per row (long rows) -------------------------------------------------------------------
@@ -318,8 +356,9 @@ __global__ void __launch_bounds__(kChunkThreads)
   const int64_t end = min(begin + chunk, n);
   const auto key_at = [&](int64_t i) { return order_key(data[i]); };
   int32_t* row_out = out + row * k;
+  const auto emit = [&](uint32_t slot, int64_t i) { row_out[slot] = static_cast<int32_t>(i); };
   for (int64_t base = begin; base < end; base += kChunkTile)
-    compact_tile<kChunkThreads, kChunkItems>(key_at, base, end, threshold, need, row_out, greater_seen,
+    compact_tile<kChunkThreads, kChunkItems>(key_at, base, end, threshold, need, emit, greater_seen,
                                              equal_seen);
 }
 
@@ -343,41 +382,85 @@ bool one_cta_per_row(int64_t rows, int64_t n) {
   return n <= kMaxCachedKeys || rows >= 132;
 }
 
+// Two stages for many long rows: segments of kSegment entries each give their top k (one CTA each, keys in
+// shared memory: the scores are read once), then one CTA per row selects the top k of those candidates.
+// Exact: an entry of the row's top k has fewer than k entries before it in the (score, index) order, so
+// also within its segment; candidates sit in index order, so stage two's tie rule is the row's.
+constexpr int64_t kSegment = 16 * 1024;
+
+int64_t segments(int64_t n) {
+  return (n + kSegment - 1) / kSegment;
+}
+
+bool two_stage(int64_t rows, int64_t n, int64_t k) {
+  return rows >= 4 && n > kMaxCachedKeys && segments(n) * k <= kMaxCachedKeys;
+}
+
 struct WorkspaceLayout {
-  size_t state = 0, hist = 0, counts = 0, total = 0;
+  size_t state = 0, hist = 0, counts = 0;                      // multi-CTA path
+  size_t candidates = 0, candidate_scores = 0, positions = 0;  // two-stage path
+  size_t total = 0;
 };
 
-WorkspaceLayout layout(int64_t rows, int64_t n) {
+size_t round_up(size_t bytes) {
+  return (bytes + 255) / 256 * 256;
+}
+
+WorkspaceLayout layout(int64_t rows, int64_t n, int64_t k) {
   WorkspaceLayout l;
+  if (two_stage(rows, n, k)) {
+    const size_t width = static_cast<size_t>(rows * segments(n) * k);
+    l.candidate_scores = round_up(width * sizeof(int32_t));
+    l.positions = l.candidate_scores + round_up(width * sizeof(float));
+    l.total = l.positions + round_up(static_cast<size_t>(rows * k) * sizeof(int32_t));
+    return l;
+  }
   if (one_cta_per_row(rows, n)) return l;
   const int64_t chunks = (n + chunk_size(rows, n) - 1) / chunk_size(rows, n);
-  const auto round = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
-  l.state = 0;
-  l.hist = round(static_cast<size_t>(rows) * sizeof(RowState));
-  l.counts = l.hist + round(static_cast<size_t>(rows) * kBins * sizeof(uint32_t));
-  l.total = l.counts + round(static_cast<size_t>(rows * chunks) * sizeof(ChunkCounts));
+  l.hist = round_up(static_cast<size_t>(rows) * sizeof(RowState));
+  l.counts = l.hist + round_up(static_cast<size_t>(rows) * kBins * sizeof(uint32_t));
+  l.total = l.counts + round_up(static_cast<size_t>(rows * chunks) * sizeof(ChunkCounts));
   return l;
+}
+
+template <typename T>
+void launch_per_segment(const T* scores, int64_t rows, int64_t n, int64_t segment, int64_t k, int32_t* out,
+                        T* out_scores, cudaStream_t stream) {
+  static const bool configured = [] {
+    FKV_CUDA_CHECK(cudaFuncSetAttribute(top_k_row_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(kMaxCachedKeys * sizeof(uint32_t))));
+    return true;
+  }();
+  (void)configured;
+  const bool cached = segment <= kMaxCachedKeys;
+  const size_t smem = cached ? static_cast<size_t>(segment) * sizeof(uint32_t) : 0;
+  const dim3 grid(static_cast<unsigned>((n + segment - 1) / segment), static_cast<unsigned>(rows));
+  top_k_row_kernel<T><<<grid, kRowThreads, smem, stream>>>(scores, n, segment, k, out, out_scores, cached);
+  FKV_CUDA_CHECK_LAUNCH();
 }
 
 template <typename T>
 void launch(const T* scores, int64_t rows, int64_t n, int64_t k, int32_t* out, void* workspace,
             cudaStream_t stream) {
-  if (one_cta_per_row(rows, n)) {
-    const bool cached = n <= kMaxCachedKeys;
-    const size_t smem = cached ? static_cast<size_t>(n) * sizeof(uint32_t) : 0;
-    static const bool configured = [] {
-      FKV_CUDA_CHECK(cudaFuncSetAttribute(top_k_row_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          static_cast<int>(kMaxCachedKeys * sizeof(uint32_t))));
-      return true;
-    }();
-    (void)configured;
-    top_k_row_kernel<T>
-        <<<static_cast<unsigned>(rows), kRowThreads, smem, stream>>>(scores, n, k, out, cached);
+  auto* base = static_cast<uint8_t*>(workspace);
+  const WorkspaceLayout l = layout(rows, n, k);
+  if (two_stage(rows, n, k)) {
+    const int64_t width = segments(n) * k;
+    auto* candidates = reinterpret_cast<int32_t*>(base + l.candidates);
+    auto* candidate_scores = reinterpret_cast<T*>(base + l.candidate_scores);
+    auto* positions = reinterpret_cast<int32_t*>(base + l.positions);
+    launch_per_segment(scores, rows, n, kSegment, k, candidates, candidate_scores, stream);
+    launch_per_segment(static_cast<const T*>(candidate_scores), rows, width, width, k, positions,
+                       static_cast<T*>(nullptr), stream);
+    gather_candidates_kernel<<<dim3(static_cast<unsigned>((k + 255) / 256), static_cast<unsigned>(rows)), 256,
+                               0, stream>>>(positions, candidates, width, k, out);
     FKV_CUDA_CHECK_LAUNCH();
     return;
   }
-  const WorkspaceLayout l = layout(rows, n);
-  auto* base = static_cast<uint8_t*>(workspace);
+  if (one_cta_per_row(rows, n)) {
+    launch_per_segment(scores, rows, n, n, k, out, static_cast<T*>(nullptr), stream);
+    return;
+  }
   const Workspace ws{reinterpret_cast<RowState*>(base + l.state), reinterpret_cast<uint32_t*>(base + l.hist),
                      reinterpret_cast<ChunkCounts*>(base + l.counts)};
   FKV_CUDA_CHECK(cudaMemsetAsync(workspace, 0, l.counts, stream));  // states and histograms
@@ -397,9 +480,8 @@ void launch(const T* scores, int64_t rows, int64_t n, int64_t k, int32_t* out, v
 }  // namespace
 
 size_t top_k_workspace_bytes(int64_t rows, int64_t n, int64_t k) {
-  (void)k;
-  if (rows <= 0 || n <= 0) return 0;
-  return layout(rows, n).total;
+  if (rows <= 0 || n <= 0 || k <= 0) return 0;
+  return layout(rows, n, k).total;
 }
 
 void top_k_rows(const void* scores, ScoreType type, int64_t rows, int64_t n, int64_t k, int32_t* out,

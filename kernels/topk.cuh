@@ -7,8 +7,9 @@
 // takes −∞'s) in digits of 11, 11 and 10 bits (11 and 5 for BF16) finds the threshold key T and how many
 // entries equal to T are taken; a compaction pass in index order then keeps key > T and the first `need`
 // entries equal to T, so no sort is needed. Short rows are handled by one CTA each with the keys in shared
-// memory; long rows are split into chunks over several CTAs (global histograms, the last CTA of a row
-// picks the digit).
+// memory; many long rows take two stages (the top k of each 16K-entry segment, one CTA each, then the top
+// k of those candidates: the scores are read once); a few long rows are split into chunks over several
+// CTAs (global histograms, the last CTA of a row picks the digit).
 //
 // Contract: scores, out and workspace are device pointers; scores is [rows, n] row-major (fp32, or BF16 as
 // raw uint16 bits), out is [rows, k] int32. 0 <= k, n <= 2^31 - 1, rows >= 0. The workspace must hold

@@ -1,9 +1,10 @@
 // The GPU top-k (kernels/topk.cuh) against the CPU backend's select_top_k (lib/backend/cpu/topk.cpp), the
 // law the engine uses: on fresh random rows of many shapes (n not a multiple of any tile, k > n, one CTA
-// per row with and without cached keys, several CTAs per row) and score distributions chosen to stress
-// the tie rule and the −∞ handling (heavy ties, all-equal rows, −∞ rows, NaN, ±0, ±∞, BF16 ties), the
-// index lists must be identical element for element (they are sorted, so identical sets in identical
-// order). The output is poisoned before each launch. FLASHKV_TEST_SCALE=small shrinks the large cases.
+// per row with and without cached keys, several CTAs per row, two stages over segments) and score
+// distributions chosen to stress the tie rule and the −∞ handling (heavy ties, all-equal rows, −∞ rows, NaN,
+// ±0, ±∞, BF16 ties), the index lists must be identical element for element (they are sorted, so identical
+// sets in identical order). The output is poisoned before each launch. FLASHKV_TEST_SCALE=small shrinks the
+// large cases.
 #include <cuda_runtime.h>
 
 #include <flashkv/numeric/scalar_codecs.hpp>
@@ -142,8 +143,9 @@ struct Shape {
 TEST_CASE("gpu top-k equals the CPU top-k on every shape and score distribution", "[gpu][topk]") {
   const bool small = small_scale();
   std::vector<Shape> shapes = {
-      {1, 1, 1},       {3, 100, 512},    {5, 1000, 17},    {2, 4095, 512},  {2, 16387, 512},
-      {3, 49153, 512}, {1, 200003, 512}, {2, 70001, 2048}, {133, 3001, 64}, {1, 4096 * 8 + 1, 1},
+      {1, 1, 1},         {3, 100, 512},    {5, 1000, 17},        {2, 4095, 512},  {2, 16387, 512},
+      {3, 49153, 512},   {1, 200003, 512}, {2, 70001, 2048},     {133, 3001, 64}, {5, 65537, 512},
+      {4, 100003, 1000}, {6, 49153, 7},    {1, 4096 * 8 + 1, 1},
   };
   if (!small) {
     shapes.push_back({1, 1000003, 512});
