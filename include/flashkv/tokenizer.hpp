@@ -6,23 +6,24 @@
 //   - allow_special = true: every added token of the file (special or not: <｜User｜>, <think>, ...) is
 //     recognised in the text, leftmost-longest, exactly as `tokenizers` does by default.
 //   - allow_special = false (default): no added token is recognised; the text is encoded as plain text
-//     (what `tokenizers` gives with the added_tokens list removed), so user text cannot inject control tokens.
+//     (what `tokenizers` gives with the added_tokens list removed), so user text cannot inject control
+//     tokens.
 //   - invalid UTF-8 in the input is first replaced by U+FFFD, one per maximal invalid subpart (what Python's
 //     bytes.decode("utf-8", "replace") gives), then encoded; decode(encode(x)) == x for valid UTF-8 x.
 // decode() concatenates the tokens' bytes and returns valid UTF-8, with U+FFFD for each maximal invalid
-// subpart (what `tokenizers` decode gives, via Rust's String::from_utf8_lossy); decode_bytes() returns the raw
-// bytes. Supported tokenizer.json: model BPE (vocab + merges, optional ignore_merges), normalizer null or an
-// empty Sequence, pre_tokenizer a Sequence of Split (regexes of the DeepSeek V3/V4 tokenizer, Isolated) and
-// ByteLevel (use_regex false), decoder ByteLevel; anything else fails with kUnsupported.
+// subpart (what `tokenizers` decode gives, via Rust's String::from_utf8_lossy); decode_bytes() returns the
+// raw bytes. Supported tokenizer.json: model BPE (vocab + merges, optional ignore_merges), normalizer null or
+// an empty Sequence, pre_tokenizer a Sequence of Split (regexes of the DeepSeek V3/V4 tokenizer, Isolated)
+// and ByteLevel (use_regex false), decoder ByteLevel; anything else fails with kUnsupported.
 //
 // Ownership and threading: a Tokenizer is immutable after load; copies share the same state (cheap) and every
 // const member is safe to call from any number of threads at once. A Detokenizer holds a copy of its
 // Tokenizer (it may outlive the original) and is used by one thread at a time.
 //
 // Errors: flashkv::Error — kNotFound (no tokenizer.json at the path), kIo (unreadable), kInvalidCheckpoint
-// (malformed JSON or inconsistent vocab/merges), kUnsupported (a model, normalizer, pre-tokenizer or regex this
-// implementation does not handle; the message names it), kInvalidArgument (an id outside [0, vocab_size()) or
-// not assigned to a token).
+// (malformed JSON or inconsistent vocab/merges), kUnsupported (a model, normalizer, pre-tokenizer or regex
+// this implementation does not handle; the message names it), kInvalidArgument (an id outside [0,
+// vocab_size()) or not assigned to a token).
 #pragma once
 
 #include <cstddef>

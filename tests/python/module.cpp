@@ -7,6 +7,7 @@ void bind_formats(pybind11::module_& m);
 void bind_loader(pybind11::module_& m);
 void bind_sampling(pybind11::module_& m);
 void bind_engine(pybind11::module_& m);
+void bind_tokenizer(pybind11::module_& m);
 }  // namespace flashkv::testing
 
 PYBIND11_MODULE(flashkv_testing, m) {
@@ -15,4 +16,5 @@ PYBIND11_MODULE(flashkv_testing, m) {
   flashkv::testing::bind_loader(m);
   flashkv::testing::bind_sampling(m);
   flashkv::testing::bind_engine(m);
+  flashkv::testing::bind_tokenizer(m);
 }
