@@ -89,15 +89,21 @@ __device__ inline uint64_t sw128_descriptor(uint32_t address, uint32_t leading_b
 }
 
 __device__ inline void wgmma_fence() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
 }
 
 __device__ inline void wgmma_commit() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
 }
 
 __device__ inline void wgmma_wait_all() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#endif
 }
 
 // Orders this thread's ordinary shared-memory stores before later reads by the async proxy (wgmma).
@@ -112,6 +118,7 @@ __device__ inline void fence_register(float& r) {
 
 __device__ inline void wgmma_m64n32k16(float (&d)[16], const uint32_t (&a)[4], uint64_t b_desc,
                                        int accumulate) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile(
       "{\n"
       ".reg .pred p;\n"
@@ -123,10 +130,14 @@ __device__ inline void wgmma_m64n32k16(float (&d)[16], const uint32_t (&a)[4], u
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
         "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(accumulate));
+#else
+  __trap();  // wgmma exists on sm_90a only; the kernels do not take this path elsewhere
+#endif
 }
 
 __device__ inline void wgmma_m64n64k16(float (&d)[32], const uint32_t (&a)[4], uint64_t b_desc,
                                        int accumulate) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile(
       "{\n"
       ".reg .pred p;\n"
@@ -142,10 +153,14 @@ __device__ inline void wgmma_m64n64k16(float (&d)[32], const uint32_t (&a)[4], u
         "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
         "+f"(d[30]), "+f"(d[31])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(accumulate));
+#else
+  __trap();  // wgmma exists on sm_90a only; the kernels do not take this path elsewhere
+#endif
 }
 
 __device__ inline void wgmma_m64n256k16_tb(float (&d)[128], const uint32_t (&a)[4], uint64_t b_desc,
                                            int accumulate) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile(
       "{\n"
       ".reg .pred p;\n"
@@ -180,6 +195,9 @@ __device__ inline void wgmma_m64n256k16_tb(float (&d)[128], const uint32_t (&a)[
         "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]),
         "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(accumulate));
+#else
+  __trap();  // wgmma exists on sm_90a only; the kernels do not take this path elsewhere
+#endif
 }
 
 __device__ inline uint32_t bf16x2_bits(float lo, float hi) {
@@ -705,9 +723,18 @@ __device__ void compute_output_pipelined(const Layout& s, const KeySource& src, 
 }
 
 // kKind: 0 mma.sync, 1 wgmma, 2 pipelined wgmma.
-template <int kKind>
+// wgmma is compiled for sm_90a only: the compute_90 PTX embedded for other devices runs the mma.sync path
+// in every variant.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+constexpr bool kHaveWgmma = true;
+#else
+constexpr bool kHaveWgmma = false;
+#endif
+
+template <int kRequestedKind>
 __global__ void __launch_bounds__(kThreads, 1)
     sparse_attention_kernel(SparseAttentionArgs args, int key_stride, float scale) {
+  constexpr int kKind = kHaveWgmma ? kRequestedKind : 0;
   // No static shared memory: the dynamic block then starts at the CTA's (1024-byte aligned) shared window,
   // which the swizzled wgmma tiles need.
   extern __shared__ __align__(1024) uint8_t smem[];
