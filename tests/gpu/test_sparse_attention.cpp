@@ -103,6 +103,8 @@ struct Shape {
   int hole_pct;    // -1 slots in the selection
   int repeat_pct;  // slots repeating an earlier slot's index
   int sliding_window;
+  bool under_sanitizer = false;  // also run at FLASHKV_TEST_SCALE=small (few keys: racecheck is slow on
+                                 // this shared-memory-heavy kernel)
 };
 
 struct Sequence {
@@ -271,6 +273,7 @@ void compare_row(const Sequence& s, int64_t i, int64_t sliding_window, const std
 
 void check_shape(Shape shape) {
   if (small_scale()) {
+    if (!shape.under_sanitizer) return;
     shape.sequences = std::min(shape.sequences, 2);
     shape.queries = std::min(shape.queries, 2);
   }
@@ -400,15 +403,15 @@ void check_shape(Shape shape) {
 }  // namespace
 
 TEST_CASE("GPU sparse attention equals the CPU backend (faithful)", "[gpu][sparse_attention]") {
-  // name, sequences, queries, history, missing%, entries, topk, hole%, repeat%, window
+  // name, sequences, queries, history, missing%, entries, topk, hole%, repeat%, window, under sanitizer
   check_shape({"decode batch", 5, 1, 300, 0, 2000, 512, 5, 0, 128});
   check_shape({"decode window fill<128", 3, 1, 70, 10, 900, 512, 20, 5, 128});
   check_shape({"prefill chunk", 1, 12, 120, 0, 700, 300, 10, 10, 128});
-  check_shape({"topk 77, repeats", 2, 3, 40, 30, 50, 77, 15, 30, 128});
-  check_shape({"tiny: 3 window, 5 topk", 2, 2, 1, 0, 6, 5, 20, 0, 128});
+  check_shape({"topk 77, repeats", 2, 3, 40, 30, 50, 77, 15, 30, 128, true});
+  check_shape({"tiny: 3 window, 5 topk", 2, 2, 1, 0, 6, 5, 20, 0, 128, true});
   check_shape({"window only (no entries)", 2, 2, 200, 0, 0, 0, 0, 0, 128});
   check_shape({"empty selection", 2, 2, 30, 0, 100, 64, 100, 0, 128});
-  check_shape({"no keys at all", 1, 2, 0, 100, 10, 40, 100, 0, 128});
+  check_shape({"no keys at all", 1, 2, 0, 100, 10, 40, 100, 0, 128, true});
 }
 
 TEST_CASE("GPU sparse attention rejects bad arguments", "[gpu][sparse_attention]") {
