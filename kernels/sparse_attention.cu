@@ -517,23 +517,33 @@ __device__ void compute_logits_pipelined(const Layout& s, const KeySource& src, 
 // --------------------------------------------------------------------------------
 
 // p_t = BF16(fp32(exp(l_t − M) / Z)), l = scale·S, M = max(sink, l), Z = Σ exp(l − M) + exp(sink − M): the
-// CPU backend's order of operations (it uses double where this uses fp32). Columns past the row's keys get 0.
+// CPU backend's formula, evaluated in base 2 with the hardware exp2 (ex2.approx, ~2^-22 relative) and the
+// reciprocal of Z: fp32(p) lands within ~1e-6 (relative) of the CPU's, which only matters where it straddles
+// a BF16 rounding midpoint (the test's bound). Columns past the row's keys get 0.
+__device__ inline float exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 __device__ void compute_probabilities(const Layout& s, int total, int tiles, const float* sink, float scale) {
+  constexpr float kLog2e = 1.4426950408889634f;
+  const float scale2 = scale * kLog2e;  // logits in base 2
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
   for (int h = warp * 8; h < warp * 8 + 8; ++h) {
     const float* row = s.logits + static_cast<size_t>(h) * s.key_stride;
-    const float sink_logit = sink[h];
+    const float sink2 = sink[h] * kLog2e;
     float2 e[kMaxTiles];
-    float peak = sink_logit;
+    float peak = sink2;
 #pragma unroll
     for (int i = 0; i < kMaxTiles; ++i) {
       const int t = i * kTileKeys + 2 * lane;
       e[i] = make_float2(-INFINITY, -INFINITY);
       if (i < tiles) {
         const float2 raw = *reinterpret_cast<const float2*>(row + logit_column(h, t));
-        if (t < total) e[i].x = raw.x * scale;
-        if (t + 1 < total) e[i].y = raw.y * scale;
+        if (t < total) e[i].x = raw.x * scale2;
+        if (t + 1 < total) e[i].y = raw.y * scale2;
         peak = fmaxf(peak, fmaxf(e[i].x, e[i].y));
       }
     }
@@ -544,21 +554,21 @@ __device__ void compute_probabilities(const Layout& s, int total, int tiles, con
 #pragma unroll
     for (int i = 0; i < kMaxTiles; ++i) {
       if (i < tiles) {
-        e[i].x = expf(e[i].x - peak);  // exp(-inf) = 0 for columns past the keys
-        e[i].y = expf(e[i].y - peak);
+        e[i].x = exp2_approx(e[i].x - peak);  // 2^-inf = 0 for columns past the keys
+        e[i].y = exp2_approx(e[i].y - peak);
         sum += e[i].x + e[i].y;
       }
     }
     // butterfly: every lane adds the same two operands at each step, so all lanes hold the same sum
 #pragma unroll
     for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-    const float denominator = sum + expf(sink_logit - peak);
+    const float inverse = __frcp_rn(sum + exp2_approx(sink2 - peak));
     __syncwarp();  // every lane has read the row before it is overwritten by P
 #pragma unroll
     for (int i = 0; i < kMaxTiles; ++i) {
       if (i < tiles) {
         const int t = i * kTileKeys + 2 * lane;
-        const uint32_t p = bf16x2_bits(__fdiv_rn(e[i].x, denominator), __fdiv_rn(e[i].y, denominator));
+        const uint32_t p = bf16x2_bits(e[i].x * inverse, e[i].y * inverse);
         *reinterpret_cast<uint32_t*>(prob_chunk(s, h, t / 8) + (t % 8) * 2) = p;
       }
     }

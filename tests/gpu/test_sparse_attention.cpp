@@ -6,8 +6,8 @@
 //
 // Tolerance (per output element, derived, not fitted). Both sides see the same BF16 q and the same key values
 // (FP8 and NVFP4 decode exactly into BF16). The CPU evaluates logits, softmax and P·V in double; the GPU in
-// fp32 (tensor-core dot products, expf, a correctly rounded division). Their fp32 probabilities then differ
-// by ~1e-6 relative, so p rounded to BF16 is identical except where fp32(p) lies within that distance of a
+// fp32 (tensor-core dot products, hardware exp2, a reciprocal). Their fp32 probabilities then differ by
+// ~1e-6 relative, so p rounded to BF16 is identical except where fp32(p) lies within that distance of a
 // BF16 rounding midpoint: there the two may be one BF16 ulp apart. The test recomputes the softmax in double
 // and, for each key whose fp32(p) is within 2^-14 (relative) of a midpoint, allows ulp(p)·|v_c|. On top:
 // 1e-4·Σ_t p_t·|v_tc| for fp32 accumulation over <= 640 keys, and one BF16 ulp of the output for its final
