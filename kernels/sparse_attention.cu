@@ -732,7 +732,6 @@ __device__ void compute_output_pipelined(const Layout& s, const KeySource& src, 
   store_output<32>(acc, head0, 256 * group, out_row);
 }
 
-// kKind: 0 mma.sync, 1 wgmma, 2 pipelined wgmma.
 // wgmma is compiled for sm_90a only: the compute_90 PTX embedded for other devices runs the mma.sync path
 // in every variant.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -741,14 +740,17 @@ constexpr bool kHaveWgmma = true;
 constexpr bool kHaveWgmma = false;
 #endif
 
-template <int kRequestedKind>
+// Phase implementations: 0 mma.sync, 1 wgmma, 2 pipelined wgmma (logits and output chosen separately, so
+// that a diagnostic variant can pin a fault on one phase).
+template <int kRequestedLogits, int kRequestedOutput>
 __global__ void __launch_bounds__(kThreads, 1)
     sparse_attention_kernel(SparseAttentionArgs args, int key_stride, float scale) {
-  constexpr int kKind = kHaveWgmma ? kRequestedKind : 0;
+  constexpr int kLogits = kHaveWgmma ? kRequestedLogits : 0;
+  constexpr int kOutput = kHaveWgmma ? kRequestedOutput : 0;
   // No static shared memory: the dynamic block then starts at the CTA's (1024-byte aligned) shared window,
   // which the swizzled wgmma tiles need.
   extern __shared__ __align__(1024) uint8_t smem[];
-  if constexpr (kKind != 0) {
+  if constexpr (kLogits != 0 || kOutput != 0) {
     if ((smem_address(smem) & 1023u) != 0) {  // never seen; leaves the output unwritten rather than wrong
       if (threadIdx.x == 0 && blockIdx.x == 0)
         printf("sparse_attention: dynamic shared memory at %u is not 1024-byte aligned\n",
@@ -784,15 +786,15 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint16_t* q_row = args.q + row * kHeads * kDim;
   uint16_t* out_row = args.out + row * kHeads * kDim;
   const int small_tiles = (src.total + kPipelinedKeys - 1) / kPipelinedKeys;
-  if constexpr (kKind == 2) {
+  if constexpr (kLogits == 2) {
     compute_logits_pipelined(s, src, q_row, small_tiles);
   } else {
-    compute_logits<kKind == 1>(s, src, q_row, tiles);
+    compute_logits<kLogits == 1>(s, src, q_row, tiles);
   }
   compute_probabilities(s, src.total, tiles, args.sink, scale);
-  if constexpr (kKind == 0) {
+  if constexpr (kOutput == 0) {
     compute_output_mma(s, src, tiles, out_row);
-  } else if constexpr (kKind == 1) {
+  } else if constexpr (kOutput == 1) {
     compute_output_wgmma(s, src, tiles, out_row);
   } else {
     compute_output_pipelined(s, src, small_tiles, out_row);
@@ -804,19 +806,24 @@ size_t shared_bytes(int key_stride) {
          static_cast<size_t>(key_stride) * sizeof(int32_t) + 2 * sizeof(int);
 }
 
-// Raises a kernel's shared-memory limit once per device (setting it on every call costs host time that
-// shows at small batches), at the largest size any call uses.
-template <int kKind>
-void allow_shared_memory() {
+// Raises the kernel's shared-memory limit once per device (setting it on every call costs host time that
+// shows at small batches), at the largest size any call uses; then launches it.
+template <int kLogits, int kOutput>
+void launch(const SparseAttentionArgs& args, int key_stride, float scale, cudaStream_t stream) {
   static std::atomic<uint64_t> configured_devices{0};
   int device = 0;
   FKV_CUDA_CHECK(cudaGetDevice(&device));
   const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
-  if (bit != 0 && (configured_devices.load(std::memory_order_acquire) & bit) != 0) return;
-  FKV_CUDA_CHECK(cudaFuncSetAttribute(sparse_attention_kernel<kKind>,
-                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(shared_bytes(kSparseAttentionMaxKeys))));
-  configured_devices.fetch_or(bit, std::memory_order_release);
+  if (bit == 0 || (configured_devices.load(std::memory_order_acquire) & bit) == 0) {
+    FKV_CUDA_CHECK(cudaFuncSetAttribute(sparse_attention_kernel<kLogits, kOutput>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(shared_bytes(kSparseAttentionMaxKeys))));
+    configured_devices.fetch_or(bit, std::memory_order_release);
+  }
+  sparse_attention_kernel<kLogits, kOutput>
+      <<<static_cast<unsigned>(args.n), kThreads, shared_bytes(key_stride), stream>>>(args, key_stride,
+                                                                                      scale);
+  FKV_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
@@ -826,25 +833,24 @@ void sparse_attention(const SparseAttentionArgs& args, cudaStream_t stream, Spar
   if (args.n == 0) return;
   const int keys = args.window_cap + args.topk;
   const int key_stride = std::max(kTileKeys, (keys + kTileKeys - 1) / kTileKeys * kTileKeys);
-  const size_t smem = shared_bytes(key_stride);
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(kDim)));
-  const auto grid = static_cast<unsigned>(args.n);
   switch (variant) {
-    case SparseAttentionVariant::kWgmma:
-      allow_shared_memory<1>();
-      sparse_attention_kernel<1><<<grid, kThreads, smem, stream>>>(args, key_stride, scale);
-      break;
-    case SparseAttentionVariant::kWgmmaPipelined:
-      allow_shared_memory<2>();
-      sparse_attention_kernel<2><<<grid, kThreads, smem, stream>>>(args, key_stride, scale);
-      break;
     case SparseAttentionVariant::kAuto:
     case SparseAttentionVariant::kMmaSync:
-      allow_shared_memory<0>();
-      sparse_attention_kernel<0><<<grid, kThreads, smem, stream>>>(args, key_stride, scale);
-      break;
+      return launch<0, 0>(args, key_stride, scale, stream);
+    case SparseAttentionVariant::kWgmma:
+      return launch<1, 1>(args, key_stride, scale, stream);
+    case SparseAttentionVariant::kWgmmaPipelined:
+      return launch<2, 2>(args, key_stride, scale, stream);
+    case SparseAttentionVariant::kDiagnosticWgmmaLogits:
+      return launch<1, 0>(args, key_stride, scale, stream);
+    case SparseAttentionVariant::kDiagnosticWgmmaOutput:
+      return launch<0, 1>(args, key_stride, scale, stream);
+    case SparseAttentionVariant::kDiagnosticPipelinedLogits:
+      return launch<2, 0>(args, key_stride, scale, stream);
+    case SparseAttentionVariant::kDiagnosticPipelinedOutput:
+      return launch<0, 2>(args, key_stride, scale, stream);
   }
-  FKV_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace flashkv::cuda

@@ -324,14 +324,21 @@ void check_shape(Shape shape) {
   const DeviceArray<uint8_t> d_window(window_pool), d_entries(entry_pool);
   const DeviceArray<int32_t> d_window_rows(window_rows), d_selection(selection);
   const DeviceArray<float> d_sink(sink);
-  const fc::SparseAttentionVariant variants[] = {fc::SparseAttentionVariant::kMmaSync,
-                                                 fc::SparseAttentionVariant::kWgmma,
-                                                 fc::SparseAttentionVariant::kWgmmaPipelined};
+  using V = fc::SparseAttentionVariant;
+  const V variants[] = {V::kMmaSync,
+                        V::kWgmma,
+                        V::kWgmmaPipelined,
+                        V::kDiagnosticWgmmaLogits,
+                        V::kDiagnosticWgmmaOutput,
+                        V::kDiagnosticPipelinedLogits,
+                        V::kDiagnosticPipelinedOutput};
   // the launchers directly, then CudaBackend (host views: window visibility, FP8 re-encoding, BF16 q)
-  const char* const variant_names[] = {"mma.sync", "wgmma", "wgmma-pipelined", "CudaBackend"};
-  constexpr int kVariants = 4;
+  const char* const variant_names[] = {"mma.sync",         "wgmma",        "wgmma-pipelined",
+                                       "wgmma-logits",     "wgmma-output", "pipelined-logits",
+                                       "pipelined-output", "CudaBackend"};
+  constexpr int kVariants = 8;
   std::vector<std::vector<uint16_t>> out_bits;
-  for (const fc::SparseAttentionVariant variant : variants) {
+  for (const V variant : variants) {
     DeviceArray<uint16_t> d_out(static_cast<size_t>(rows) * kRowWidth);
     d_out.fill_bytes(0xFF);  // BF16 NaN: an element the kernel does not write fails the comparison
     fc::SparseAttentionArgs args;
@@ -386,7 +393,7 @@ void check_shape(Shape shape) {
   for (int v = 0; v < kVariants; ++v) {
     const Comparison& result = results[v];
     std::printf(
-        "sparse attention %-15s %-26s rows %3lld: %lld/%lld elements bit-equal to the CPU, worst error "
+        "sparse attention %-16s %-26s rows %3lld: %lld/%lld elements bit-equal to the CPU, worst error "
         "%.3f of its bound, %lld over (seed %llu)\n",
         variant_names[v], shape.name, static_cast<long long>(rows), static_cast<long long>(result.equal),
         static_cast<long long>(result.checked), result.worst_ratio, static_cast<long long>(result.bad),
