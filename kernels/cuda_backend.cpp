@@ -266,6 +266,9 @@ void CudaBackend::quantize_rope_rows(backend::ConstMatrix x, int64_t rope_dim, s
 void CudaBackend::fake_quantize(backend::Matrix x, backend::RecordFormat format) const {
   cpu_->fake_quantize(x, format);
 }
+void CudaBackend::hadamard_rotate(backend::Matrix x, backend::Rounding rounding) const {
+  cpu_->hadamard_rotate(x, rounding);
+}
 void CudaBackend::hc_head(backend::ConstMatrix streams, const backend::MixerWeights& weights,
                           const backend::MixerShape& shape, backend::Matrix pre,
                           backend::Rounding rounding) const {

@@ -54,6 +54,7 @@ class CudaBackend final : public backend::Backend {
   void quantize_rope_rows(backend::ConstMatrix x, int64_t rope_dim, std::span<uint8_t> records,
                           backend::Matrix dequantized) const override;
   void fake_quantize(backend::Matrix x, backend::RecordFormat format) const override;
+  void hadamard_rotate(backend::Matrix x, backend::Rounding rounding) const override;
   void hc_head(backend::ConstMatrix streams, const backend::MixerWeights& weights,
                const backend::MixerShape& shape, backend::Matrix pre,
                backend::Rounding rounding) const override;

@@ -176,6 +176,10 @@ class Backend {
                                   Matrix dequantized) const = 0;
   // In place: x ← decode(encode(x)) (index queries, §2.2.3).
   virtual void fake_quantize(Matrix x, RecordFormat format) const = 0;
+  // V4 (hadamard.cpp), in place on every row of a power-of-two width d: x ← H·x·d^-½ with H the Sylvester
+  // Hadamard matrix (H[i][j] = (−1)^popcount(i & j)); the official V4 indexer rotates its keys and queries
+  // so before MXFP4. Faithful: BF16.
+  virtual void hadamard_rotate(Matrix x, Rounding rounding) const = 0;
 
   // ---- mHC (mhc.cpp)
   // ------------------------------------------------------------------------------------------ §4: pre, post
