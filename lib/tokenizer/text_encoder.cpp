@@ -2,6 +2,7 @@
 // remaining segment is pre-tokenized on its own and each piece goes through BPE, or the cache.
 #include "tokenizer/text_encoder.hpp"
 
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -36,6 +37,7 @@ class Encoder {
   }
 
  private:
+  // Per-call cache first (no lock), then the tokenizer's shared cache, then BPE.
   void word(std::string_view bytes) {
     const auto [it, inserted] = cache_.try_emplace(bytes, 0, 0);
     if (!inserted) {
@@ -44,7 +46,10 @@ class Encoder {
       return;
     }
     const std::size_t before = out_.size();
-    data_.bpe.encode_word(bytes, out_, bpe_scratch_);
+    if (!data_.word_cache->lookup(bytes, out_)) {
+      data_.bpe.encode_word(bytes, out_, bpe_scratch_);
+      data_.word_cache->insert(bytes, std::span<const int32_t>(out_).subspan(before));
+    }
     it->second = {static_cast<uint32_t>(cached_.size()), static_cast<uint32_t>(out_.size() - before)};
     cached_.insert(cached_.end(), out_.begin() + static_cast<std::ptrdiff_t>(before), out_.end());
   }

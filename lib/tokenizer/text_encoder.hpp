@@ -1,6 +1,6 @@
 // encode(): text -> ids through the loaded pipeline (added tokens when allowed, pre-tokenizer, BPE), with
-// a per-call cache of the pieces already encoded (text repeats words; the cache is per call so that a
-// shared Tokenizer needs no lock).
+// two caches of the pieces already encoded (text repeats words): one per call, without a lock, and the
+// tokenizer's shared WordCache behind it.
 #pragma once
 
 #include <cstdint>

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -12,6 +13,7 @@
 #include "tokenizer/added_tokens.hpp"
 #include "tokenizer/bpe_model.hpp"
 #include "tokenizer/pre_tokenizer.hpp"
+#include "tokenizer/word_cache.hpp"
 
 namespace flashkv::tokenizer {
 
@@ -32,6 +34,10 @@ struct TokenizerData {
   std::vector<uint32_t> byte_offsets;
   std::optional<int32_t> bos;
   std::optional<int32_t> eos;
+  // Internally synchronized; a pointer so that the data stays movable (the pointee is written under const).
+  std::unique_ptr<WordCache> word_cache = std::make_unique<WordCache>(kWordCacheCapacity);
+
+  static constexpr std::size_t kWordCacheCapacity = 100000;
 
   std::string_view bytes_of(int32_t id) const {
     const auto i = static_cast<std::size_t>(id);

@@ -47,7 +47,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--out", required=True, type=pathlib.Path, metavar="DIR", help="output directory")
     parser.add_argument("--shards", type=int, default=2, help="number of safetensors files (default 2)")
     parser.add_argument("--tokenizer", type=pathlib.Path, metavar="PATH",
-                        help="tokenizer.json to copy into the checkpoint")
+                        help="tokenizer.json to copy into the checkpoint, or `tiny`: a DeepSeek-V4 sub-vocabulary "
+                        "of the config's vocab_size (tools/make_tiny_tokenizer.py)")
     parser.add_argument("--scale-dtype", choices=sorted(storage.SCALE_DTYPES), default="e8m0",
                         help="dtype label of E8M0 scales: e8m0 = F8_E8M0 (released checkpoint), u8 = raw bytes")
     parser.add_argument("--packed-dtype", choices=sorted(storage.PACKED_DTYPES), default="i8",

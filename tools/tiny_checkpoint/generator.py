@@ -1,7 +1,8 @@
 """Generating a whole checkpoint directory from a config and a seed.
 
 Output: config.json (copied byte for byte), model-0000K-of-0000N.safetensors, model.safetensors.index.json,
-tiny_checkpoint.json (how it was made), and tokenizer.json when one is given.
+tiny_checkpoint.json (how it was made), and tokenizer.json when one is given (`--tokenizer tiny`: a sub-vocabulary
+of DeepSeek-V4's sized to the config, with tokenizer_config.json, from tools/make_tiny_tokenizer.py).
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ from .shard_writer import INDEX_FILE, write_sharded
 DEFAULT_SIZE_LIMIT = 2_000_000_000
 PROVENANCE_FILE = "tiny_checkpoint.json"
 REPO_ROOT = pathlib.Path(__file__).resolve().parents[2]
-_OWNED_PATTERNS = ("model-*-of-*.safetensors", INDEX_FILE, "config.json", "tokenizer.json", PROVENANCE_FILE)
+_OWNED_PATTERNS = ("model-*-of-*.safetensors", INDEX_FILE, "config.json", "tokenizer.json", "tokenizer_config.json",
+                   PROVENANCE_FILE)
+TINY_TOKENIZER = pathlib.Path("tiny")  # --tokenizer tiny: generate one rather than copy a file
 
 
 @dataclass(frozen=True)
@@ -61,7 +64,7 @@ def generate(config_path: pathlib.Path, out_dir: pathlib.Path, options: Generate
         )
     if not 1 <= options.shards <= len(specs):
         raise TinyCheckpointError(f"--shards must be between 1 and {len(specs)} for this config, got {options.shards}")
-    if options.tokenizer is not None:
+    if options.tokenizer not in (None, TINY_TOKENIZER):
         _check_tokenizer(options.tokenizer)
     _prepare_out_dir(out_dir, options.overwrite)
 
@@ -71,7 +74,11 @@ def generate(config_path: pathlib.Path, out_dir: pathlib.Path, options: Generate
     index = write_sharded(out_dir, [encoded(spec) for spec in specs],
                           [storage.stored_bytes(spec) for spec in specs], options.shards)
     shutil.copyfile(config_path, out_dir / "config.json")
-    if options.tokenizer is not None:
+    if options.tokenizer == TINY_TOKENIZER:
+        from make_tiny_tokenizer import write_tiny_tokenizer  # noqa: PLC0415 -- tools/ is on sys.path
+
+        write_tiny_tokenizer(out_dir, config.vocab_size)
+    elif options.tokenizer is not None:
         shutil.copyfile(options.tokenizer, out_dir / "tokenizer.json")
     _write_provenance(out_dir, config_path, options, index)
     return index
