@@ -642,6 +642,9 @@ __device__ void compute_output_mma(const Layout& s, const KeySource& src, int ti
 
 // wgmma: warpgroup g owns all 64 heads x channels [256g, 256g + 256) (m64n256k16, 128 accumulators per
 // thread); warp w of the group supplies the P fragments of heads 16w.. from shared memory.
+// kSwapOffsets (diagnostic only): the MN-major descriptor with its two byte offsets exchanged, to test the
+// other reading of the canonical layout on the first GPU run.
+template <bool kSwapOffsets = false>
 __device__ void compute_output_wgmma(const Layout& s, const KeySource& src, int tiles, uint16_t* out_row) {
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
@@ -672,7 +675,9 @@ __device__ void compute_output_wgmma(const Layout& s, const KeySource& src, int 
       // MN-major B: channels are N (64 per slab row, slabs kSlabBytes apart), keys 16ks.. are K (8-row
       // groups 1024 B apart)
       const uint32_t start = tile_base + static_cast<uint32_t>(4 * group * kSlabBytes + 16 * ks * 128);
-      wgmma_m64n256k16_tb(acc, a[ks], sw128_descriptor(start, kSlabBytes, 1024), 1);
+      const uint64_t descriptor = kSwapOffsets ? sw128_descriptor(start, 1024, kSlabBytes)
+                                               : sw128_descriptor(start, kSlabBytes, 1024);
+      wgmma_m64n256k16_tb(acc, a[ks], descriptor, 1);
     }
     wgmma_commit();
     wgmma_wait_all();
@@ -740,8 +745,9 @@ constexpr bool kHaveWgmma = true;
 constexpr bool kHaveWgmma = false;
 #endif
 
-// Phase implementations: 0 mma.sync, 1 wgmma, 2 pipelined wgmma (logits and output chosen separately, so
-// that a diagnostic variant can pin a fault on one phase).
+// Phase implementations: 0 mma.sync, 1 wgmma, 2 pipelined wgmma, 3 (output only) wgmma with swapped
+// descriptor offsets (logits and output chosen separately, so that a diagnostic variant can pin a fault on
+// one phase).
 template <int kRequestedLogits, int kRequestedOutput>
 __global__ void __launch_bounds__(kThreads, 1)
     sparse_attention_kernel(SparseAttentionArgs args, int key_stride, float scale) {
@@ -796,6 +802,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     compute_output_mma(s, src, tiles, out_row);
   } else if constexpr (kOutput == 1) {
     compute_output_wgmma(s, src, tiles, out_row);
+  } else if constexpr (kOutput == 3) {
+    compute_output_wgmma<true>(s, src, tiles, out_row);
   } else {
     compute_output_pipelined(s, src, small_tiles, out_row);
   }
@@ -850,6 +858,8 @@ void sparse_attention(const SparseAttentionArgs& args, cudaStream_t stream, Spar
       return launch<2, 0>(args, key_stride, scale, stream);
     case SparseAttentionVariant::kDiagnosticPipelinedOutput:
       return launch<0, 2>(args, key_stride, scale, stream);
+    case SparseAttentionVariant::kDiagnosticWgmmaOutputSwapped:
+      return launch<0, 3>(args, key_stride, scale, stream);
   }
 }
 

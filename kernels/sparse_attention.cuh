@@ -63,6 +63,7 @@ enum class SparseAttentionVariant {
   kDiagnosticWgmmaOutput,
   kDiagnosticPipelinedLogits,
   kDiagnosticPipelinedOutput,
+  kDiagnosticWgmmaOutputSwapped,  // wgmma output with the MN-major descriptor's byte offsets exchanged
 };
 
 void sparse_attention(const SparseAttentionArgs& args, cudaStream_t stream,
