@@ -4,18 +4,20 @@
 // Contract:
 // - load_model_config / parse_model_config read a Hugging Face config.json of model_type `deepseek_v41`
 //   (text fields at the top level or nested in `text_config`; `vision_config` and other out-of-scope keys are
-//   ignored) and return a ModelConfig that has passed validate_model_config. Field names are those of the
+//   ignored) or `deepseek_v4` (DeepSeek-V4-Flash, flat; docs/config.md lists the accepted spellings) and
+//   return a ModelConfig that has passed validate_model_config. Field names are those of the
 //   released checkpoint (see docs/config.md for the source of every name). Fields that determine tensor
 //   shapes or the layer schedule are required; numeric constants that do not (rope_theta, rms_norm_eps, ...)
-//   default to the DeepSeek-V4.1-Flash values of spec/MODEL.md §1.1 when absent.
-// - make_layer_plan derives every layer's role from the config by the rules of spec/MODEL.md §1.2; nothing is
-//   hard-coded for the official 40-layer schedule.
+//   default to the values of spec/MODEL.md §1.1 for the config's family when absent.
+// - make_layer_plan derives every layer's role from the config by the rules of spec/MODEL.md §1.2 (V4.1) or
+//   the V4-Flash schedule (ratio 0 SWA, CSA ratio = overlapping compressor + indexer, other ratios HCA; the
+//   first num_hash_layers layers hash-routed); nothing is hard-coded for the official schedules.
 // - make_memory_report computes record sizes from channel counts (§2.2) and sums them per the plan.
 // Ownership: all types are plain values; nothing refers to the JSON text or the file after parsing.
 // Threading: free functions are pure; values may be shared read-only between threads.
 // Errors: flashkv::Error with kNotFound (missing file), kIo (unreadable file), kInvalidConfig (bad JSON,
 // missing/ill-typed field, broken rule: the message names the file, the field and the rule), kUnsupported
-// (a model_type other than deepseek_v41).
+// (a model_type other than deepseek_v41 / deepseek_v4).
 #pragma once
 
 #include <cstdint>
@@ -47,11 +49,23 @@ struct QuantizationConfig {
   std::string expert_dtype;                // "fp4" (MXFP4 routed experts) or "fp8"; empty when absent
 };
 
-// The text model of a deepseek_v41 checkpoint. Layer ids are 0-based indices into the backbone (and, for
-// compress_ratios, the DSpark/MTP stages that follow it).
+// The model families flashkv serves. They share most of the machinery; the differences are spelled out by
+// the LayerPlan (modes, hash routing, hc_head) and the tensor inventory.
+enum class ModelFamily {
+  kDeepseekV41,  // model_type deepseek_v41: CSA2 schedule, single-pass mHC, Engram, candidate pool
+  kDeepseekV4,   // model_type deepseek_v4: SWA / CSA (ratio 4, overlapping) / HCA layers, hash-routed MoE
+                 // layers, per-sublayer mHC + hc_head
+};
+
+// "deepseek_v41" / "deepseek_v4".
+std::string_view model_family_name(ModelFamily family) noexcept;
+
+// The text model of a deepseek_v41 or deepseek_v4 checkpoint. Layer ids are 0-based indices into the backbone
+// (and, for compress_ratios, the DSpark/MTP stages that follow it).
 struct ModelConfig {
-  std::string model_type;  // top-level model_type: "deepseek_v41"
+  std::string model_type;  // top-level model_type: "deepseek_v41" or "deepseek_v4"
   std::vector<std::string> architectures;
+  ModelFamily family = ModelFamily::kDeepseekV41;
 
   // Shapes.
   int64_t vocab_size = 0;
@@ -72,10 +86,16 @@ struct ModelConfig {
   int64_t max_position_embeddings = 1048576;
   int64_t sliding_window = 0;  // window rows per layer, query token included
 
-  // CSA2 schedule.
-  std::vector<int> compress_ratios;  // num_hidden_layers backbone entries, then one per DSpark stage
+  // CSA2 schedule (V4.1) / attention schedule (V4).
+  std::vector<int> compress_ratios;  // num_hidden_layers backbone entries, then one per DSpark/MTP stage
+  // V4: not read from the file but derived by the parser: every ratio != 0 layer owns its KV (KV source),
+  // every CSA layer owns an indexer (index source).
   std::vector<int> kv_source_layer_ids;
   std::vector<int> index_source_layer_ids;
+  // V4: layers whose ratio equals this are CSA (overlapping compressor + indexer); other ratio != 0 layers
+  // are HCA. 4 in the release (the reference's rule: overlap and indexer iff ratio == 4); transformers'
+  // compress_rates["compressed_sparse_attention"] when the file uses layer_types. Unused for V4.1.
+  int csa_compress_ratio = 4;
   int candidate_source_layer_id = -1;  // -1: no candidate pool
   int64_t candidate_topk_blocks = 0;
   int64_t candidate_block_size = 0;
@@ -84,6 +104,7 @@ struct ModelConfig {
   int64_t index_topk = 0;
 
   // MoE.
+  int num_hash_layers = 0;  // V4: the first num_hash_layers layers select experts by ffn.gate.tid2eid[token]
   int64_t n_routed_experts = 0;
   int64_t n_shared_experts = 0;
   int64_t num_experts_per_tok = 0;
@@ -129,6 +150,9 @@ struct ModelConfig {
   bool tie_word_embeddings = false;
   std::string torch_dtype;  // "bfloat16" etc.; empty when absent
   std::optional<QuantizationConfig> quantization_config;
+  // Edge of the square FP8 weight tiles (one E8M0 scale per tile): quantization_config.weight_block_size
+  // when present, else 32 (V4.1) / 128 (V4).
+  int64_t weight_block_size = 32;
 };
 
 // Reads PATH/config.json when PATH is a directory, else PATH itself. Validates (see validate_model_config).
@@ -145,9 +169,12 @@ void validate_model_config(const ModelConfig& config, std::string_view source);
 
 enum class AttentionMode {
   kSwaOnly,  // ratio 0: window only, base RoPE
-  kFull,     // KV source: computes and stores compressed KV + index keys, scores with its own indexer
-  kReindex,  // index source but not KV source: own indexer over its owner's keys, own top-k
-  kReuse,    // reads the owner's KV and the top-k of the latest index source at or below it
+  kFull,     // V4.1 KV source: computes and stores compressed KV + index keys, scores with its own indexer
+  kReindex,  // V4.1 index source but not KV source: own indexer over its owner's keys, own top-k
+  kReuse,    // V4.1: reads the owner's KV and the top-k of the latest index source at or below it
+  kCsa,      // V4 compressed sparse attention: own overlapping compressor, own indexer (with its own
+             // compressor) choosing the top-k of its own entries
+  kHca,      // V4 heavily compressed attention: own non-overlapping compressor, attends every visible entry
 };
 
 enum class RopeKind {
@@ -165,7 +192,8 @@ struct LayerRole {
   int ratio = 0;
   AttentionMode mode = AttentionMode::kSwaOnly;
   int kv_owner = -1;     // layer whose compressed KV and index keys this layer reads; -1 for ratio 0
-  int topk_source = -1;  // layer whose top-k selection this layer uses; -1 for ratio 0
+  int topk_source = -1;  // layer whose top-k selection this layer uses; -1 for ratio 0 and for V4 HCA
+                         // (which attends every visible entry)
   int candidate_pool_source = -1;  // layer whose candidate pool restricts this layer's scores; -1 if none
   bool is_kv_source = false;
   bool is_index_source = false;
@@ -173,11 +201,23 @@ struct LayerRole {
   int engram_slot = -1;  // position in engram_layer_ids; -1 when the layer has no Engram
   LayerSide side = LayerSide::kEncoder;
   RopeKind rope = RopeKind::kBase;
+  // V4 only. A CSA compressor pools windows of 2*ratio tokens with stride ratio: its projections are
+  // 2*head_dim wide (two half-window series) and its ape is [ratio, 2*head_dim].
+  bool overlapping_compressor = false;
+  // V4 only: the indexer pools its own keys with its own (overlapping) compressor instead of projecting the
+  // main compressor's latents (V4.1's indexer.wk).
+  bool indexer_has_compressor = false;
+  // V4 only: experts are chosen by ffn.gate.tid2eid[token id] (the gate still weights them).
+  bool hash_routed = false;
 
   bool has_engram() const { return engram_slot >= 0; }
 };
 
 struct LayerPlan {
+  ModelFamily family = ModelFamily::kDeepseekV41;
+  // V4: the mHC mixer runs per sublayer (each site applies its own pre) and hc_head_{fn,base,scale}
+  // collapses the streams before the final norm. V4.1: single-pass mHC, no hc_head.
+  bool has_hc_head = false;
   std::vector<LayerRole> layers;  // one per backbone layer, index order
   int candidate_source_layer = -1;
   int first_decoder_layer = -1;  // == candidate_source_layer; -1 when there is no CED split
@@ -188,8 +228,8 @@ struct LayerPlan {
 // rule.
 LayerPlan make_layer_plan(const ModelConfig& config);
 
-// Stable lower-case names used by `flashkv info` text and JSON: "swa", "full", "reindex", "reuse";
-// "base", "compress_yarn"; "encoder", "decoder".
+// Stable lower-case names used by `flashkv info` text and JSON: "swa", "full", "reindex", "reuse", "csa",
+// "hca"; "base", "compress_yarn"; "encoder", "decoder".
 std::string_view attention_mode_name(AttentionMode mode) noexcept;
 std::string_view rope_kind_name(RopeKind kind) noexcept;
 std::string_view layer_side_name(LayerSide side) noexcept;
@@ -201,8 +241,8 @@ std::string_view layer_side_name(LayerSide side) noexcept;
 struct KvSourceFootprint {
   int layer = 0;
   int ratio = 0;                 // one entry per `ratio` tokens
-  uint64_t entry_bytes = 0;      // NVFP4 compressed entry
-  uint64_t index_key_bytes = 0;  // MXFP4 index key
+  uint64_t entry_bytes = 0;      // compressed entry (V4.1: NVFP4; V4: FP8 + BF16 RoPE part)
+  uint64_t index_key_bytes = 0;  // MXFP4 index key; 0 for a V4 HCA layer (no indexer)
 };
 
 // Parameter counts per component, from the config shapes (backbone only; DSpark counted separately).
@@ -222,16 +262,25 @@ struct ParameterCounts {
   uint64_t active_per_token = 0;  // top-k routed experts instead of all, Engram rows read instead of tables
 };
 
+// Record sizes. V4.1 (spec §2.2): NVFP4 entries (288 B for 512 channels), MXFP4 index keys (68 B for 128),
+// FP8 window rows (528 B). V4 (spec §2.2 last paragraph, §8.2): entries and window rows alike are the
+// non-RoPE channels in FP8 with one UE8M0 scale per 64, plus the RoPE channels in BF16, padded to 8 bytes
+// (584 B for 512/64); index keys MXFP4 as in V4.1 (the spec's assumption for its ≈3514 B/token figure).
 struct MemoryReport {
-  uint64_t kv_entry_bytes = 0;    // NVFP4 record of head_dim channels (288 for 512)
+  uint64_t kv_entry_bytes = 0;    // compressed entry of head_dim channels (288 V4.1, 584 V4)
   uint64_t index_key_bytes = 0;   // MXFP4 record of index_head_dim channels (68 for 128)
-  uint64_t window_row_bytes = 0;  // FP8 record of head_dim channels (528 for 512)
+  uint64_t window_row_bytes = 0;  // window row of head_dim channels (528 V4.1, 584 V4)
   std::vector<KvSourceFootprint> kv_sources;
-  double global_kv_bytes_per_token = 0;             // Σ (entry + key) / ratio over KV sources (890 official)
-  uint64_t window_bytes_per_session = 0;            // layers × sliding_window × window row
-  uint64_t compressor_state_bytes_per_session = 0;  // ratio-2 owners × 2 × head_dim × 4 (fp32 v and g)
+  // Σ (entry + key) / ratio over KV sources (890 official V4.1, ≈3514 official V4)
+  double global_kv_bytes_per_token = 0;
+  uint64_t window_bytes_per_session = 0;  // layers × sliding_window × window row
+  // fp32 pending compressor inputs at most held between calls: V4.1 ratio-r owners (r-1) tokens × (v, g);
+  // V4 HCA (r-1) tokens × (kv, gate); V4 CSA and its indexer's compressor (r-1) tokens of both half-window
+  // series plus the previous window's carried half (r tokens), each × (kv, gate).
+  uint64_t compressor_state_bytes_per_session = 0;
   ParameterCounts parameters;
-  uint64_t weight_bytes = 0;  // estimate by storage format (FP8 32x32 blocks, MXFP4 experts, BF16/FP32 rest)
+  // Estimate by storage format (FP8 tiles of weight_block_size, MXFP4 experts, BF16/FP32 rest)
+  uint64_t weight_bytes = 0;
 
   // Exact global KV bytes for a sequence of `tokens` tokens (only complete groups publish entries).
   uint64_t global_kv_bytes(uint64_t tokens) const;

@@ -1,5 +1,6 @@
-// validate_model_config: every rule a deepseek_v41 config must satisfy before a LayerPlan, a KV pool or a
-// tensor inventory is derived from it. Each refusal names the file, the field, its value and the rule.
+// validate_model_config: every rule a deepseek_v41 or deepseek_v4 config must satisfy before a LayerPlan, a
+// KV pool or a tensor inventory is derived from it. Each refusal names the file, the field, its value and the
+// rule.
 #include <algorithm>
 #include <cmath>
 #include <set>
@@ -22,11 +23,17 @@ class Rules {
     check_attention_shapes();
     check_numeric_constants();
     check_supported_variants();
-    check_compress_ratios();
+    check_weight_block();
     check_layer_lists();
-    check_sources();
-    check_owners();
-    check_candidate_source();
+    if (v4()) {
+      check_v4_schedule();
+      check_v4_hash_layers();
+    } else {
+      check_compress_ratios();
+      check_sources();
+      check_owners();
+      check_candidate_source();
+    }
     check_engram();
     check_dspark();
     check_tokens();
@@ -57,6 +64,48 @@ class Rules {
   }
 
   int ratio_of(int layer) const { return c_.compress_ratios[static_cast<size_t>(layer)]; }
+
+  bool v4() const { return c_.family == ModelFamily::kDeepseekV4; }
+
+  void check_weight_block() const {
+    if (c_.weight_block_size != 32 && c_.weight_block_size != 128) {
+      fail(ErrorCode::kUnsupported,
+           "{}: field 'quantization_config.weight_block_size' = {} is not supported (FP8 tiles of 32 or 128)",
+           source_, c_.weight_block_size);
+    }
+  }
+
+  // V4: 0 (sliding window only), the CSA ratio (overlapping compressor + indexer) or another ratio (HCA).
+  // The source lists are derived from the ratios by the parser, so only the ratios themselves can be wrong.
+  void check_v4_schedule() const {
+    const auto n = c_.compress_ratios.size();
+    if (n < static_cast<size_t>(c_.num_hidden_layers)) {
+      refuse("field 'compress_ratios' has {} entries, fewer than num_hidden_layers = {}", n,
+             c_.num_hidden_layers);
+    }
+    if (c_.csa_compress_ratio < 2 || c_.csa_compress_ratio > 65536) {
+      refuse(
+          "field 'compress_rates.compressed_sparse_attention' = {} must be in [2, 65536] (windows of two "
+          "half-series overlap by the ratio)",
+          c_.csa_compress_ratio);
+    }
+    for (size_t i = 0; i < n; ++i) {
+      const int r = c_.compress_ratios[i];
+      if (r < 0 || r > 65536) {
+        refuse(
+            "field 'compress_ratios[{}]' = {} must be 0 (sliding window), {} (CSA) or another ratio in "
+            "[1, 65536] (HCA)",
+            i, r, c_.csa_compress_ratio);
+      }
+    }
+  }
+
+  void check_v4_hash_layers() const {
+    if (c_.num_hash_layers < 0 || c_.num_hash_layers > c_.num_hidden_layers) {
+      refuse("field 'num_hash_layers' = {} is out of range [0, {}] (num_hidden_layers)", c_.num_hash_layers,
+             c_.num_hidden_layers);
+    }
+  }
 
   bool contains(const std::vector<int>& ids, int layer) const {
     return std::find(ids.begin(), ids.end(), layer) != ids.end();
@@ -97,9 +146,13 @@ class Rules {
       refuse("field 'num_key_value_heads' = {} must be 1 (one shared latent KV head, K = V)",
              c_.num_key_value_heads);
     }
-    multiple_of("head_dim", c_.head_dim, 32, "FP8 window blocks of 32 channels");
-    multiple_of("head_dim", c_.head_dim, 16, "NVFP4 entry blocks of 16 channels");
-    multiple_of("index_head_dim", c_.index_head_dim, 32, "MXFP4 index-key blocks of 32 channels");
+    // V4.1's KV records quantize whole blocks; V4's record (FP8 with one scale per 64 non-RoPE channels,
+    // last group partial, BF16 RoPE part) fits any width, and its golden configs use 16-channel heads.
+    if (!v4()) {
+      multiple_of("head_dim", c_.head_dim, 32, "FP8 window blocks of 32 channels");
+      multiple_of("head_dim", c_.head_dim, 16, "NVFP4 entry blocks of 16 channels");
+      multiple_of("index_head_dim", c_.index_head_dim, 32, "MXFP4 index-key blocks of 32 channels");
+    }
     if (c_.qk_rope_head_dim % 2 != 0) {
       refuse("field 'qk_rope_head_dim' = {} must be even (RoPE rotates channel pairs)", c_.qk_rope_head_dim);
     }

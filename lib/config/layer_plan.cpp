@@ -1,6 +1,8 @@
 // make_layer_plan: the role of every backbone layer, derived from the config by the rules of spec/MODEL.md
-// §1.2 (a ratio r>0 layer reads the KV of the latest KV source at or below it and the top-k of the latest
-// index source at or below it; only index sources after the candidate source are pool-restricted).
+// §1.2 for V4.1 (a ratio r>0 layer reads the KV of the latest KV source at or below it and the top-k of the
+// latest index source at or below it; only index sources after the candidate source are pool-restricted),
+// and for V4 by its schedule (every compressed layer owns its KV; CSA layers own an indexer; HCA layers
+// attend every visible entry; the first num_hash_layers layers are hash-routed).
 #include <algorithm>
 
 #include <flashkv/config.hpp>
@@ -24,10 +26,38 @@ AttentionMode mode_of(int ratio, bool is_kv_source, bool is_index_source) {
   return is_index_source ? AttentionMode::kReindex : AttentionMode::kReuse;
 }
 
+LayerRole v4_role(const ModelConfig& c, int layer) {
+  LayerRole role;
+  role.index = layer;
+  role.ratio = c.compress_ratios[static_cast<size_t>(layer)];
+  role.hash_routed = layer < c.num_hash_layers;
+  if (role.ratio == 0) return role;  // SWA-only, base RoPE
+  const bool csa = role.ratio == c.csa_compress_ratio;
+  role.mode = csa ? AttentionMode::kCsa : AttentionMode::kHca;
+  role.rope = RopeKind::kCompressYarn;
+  role.is_kv_source = true;
+  role.kv_owner = layer;
+  role.is_index_source = csa;
+  role.topk_source = csa ? layer : -1;  // HCA: every visible entry
+  role.overlapping_compressor = csa;
+  role.indexer_has_compressor = csa;
+  return role;
+}
+
+LayerPlan make_v4_plan(const ModelConfig& config) {
+  LayerPlan plan;
+  plan.family = ModelFamily::kDeepseekV4;
+  plan.has_hc_head = true;
+  plan.num_dspark_stages = config.num_nextn_predict_layers;
+  for (int i = 0; i < config.num_hidden_layers; ++i) plan.layers.push_back(v4_role(config, i));
+  return plan;
+}
+
 }  // namespace
 
 LayerPlan make_layer_plan(const ModelConfig& config) {
   validate_model_config(config, "ModelConfig");
+  if (config.family == ModelFamily::kDeepseekV4) return make_v4_plan(config);
   LayerPlan plan;
   plan.candidate_source_layer = config.candidate_source_layer_id;
   plan.first_decoder_layer = config.candidate_source_layer_id;
@@ -70,6 +100,20 @@ std::string_view attention_mode_name(AttentionMode mode) noexcept {
       return "reindex";
     case AttentionMode::kReuse:
       return "reuse";
+    case AttentionMode::kCsa:
+      return "csa";
+    case AttentionMode::kHca:
+      return "hca";
+  }
+  return "unknown";
+}
+
+std::string_view model_family_name(ModelFamily family) noexcept {
+  switch (family) {
+    case ModelFamily::kDeepseekV41:
+      return "deepseek_v41";
+    case ModelFamily::kDeepseekV4:
+      return "deepseek_v4";
   }
   return "unknown";
 }

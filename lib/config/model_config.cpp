@@ -4,11 +4,14 @@
 #include <sstream>
 #include <system_error>
 
+#include <fmt/ranges.h>
+
 #include <flashkv/config.hpp>
 #include <flashkv/error.hpp>
 #include <nlohmann/json.hpp>
 
 #include "config/json_fields.hpp"
+#include "config/v4_fields.hpp"
 
 namespace flashkv {
 
@@ -18,6 +21,10 @@ using config::JsonFields;
 
 constexpr std::string_view kModelType = "deepseek_v41";
 constexpr std::string_view kTextModelType = "deepseek_v41_text";  // a flat text-only config
+constexpr std::string_view kV4ModelType = "deepseek_v4";          // DeepSeek-V4-Flash (flat)
+constexpr int64_t kV41WeightBlock = 32;
+constexpr int64_t kV4WeightBlock = 128;
+constexpr double kV4RmsNormEps = 1e-6;
 
 // The library's parse_error text starts with "[json.exception.parse_error.101] "; the position that follows
 // is what a user needs. Newlines are flattened so the error stays one line.
@@ -40,16 +47,16 @@ nlohmann::json parse_json(std::string_view json_text, std::string_view source) {
   }
 }
 
-void check_model_type(const JsonFields& root) {
+ModelFamily family_of(const JsonFields& root) {
   if (!root.has("model_type")) {
-    fail(ErrorCode::kInvalidConfig, "{}: required field 'model_type' is missing (expected '{}')",
-         root.source(), kModelType);
+    fail(ErrorCode::kInvalidConfig, "{}: required field 'model_type' is missing (expected '{}' or '{}')",
+         root.source(), kModelType, kV4ModelType);
   }
   const std::string type = root.optional_string("model_type", "");
-  if (type != kModelType && type != kTextModelType) {
-    fail(ErrorCode::kUnsupported, "{}: field 'model_type' = '{}' is not supported (expected '{}')",
-         root.source(), type, kModelType);
-  }
+  if (type == kModelType || type == kTextModelType) return ModelFamily::kDeepseekV41;
+  if (type == kV4ModelType) return ModelFamily::kDeepseekV4;
+  fail(ErrorCode::kUnsupported, "{}: field 'model_type' = '{}' is not supported (expected '{}' or '{}')",
+       root.source(), type, kModelType, kV4ModelType);
 }
 
 // Fields that the composite config may carry at the top level or inside text_config: text wins.
@@ -123,21 +130,27 @@ void read_shapes(const JsonFields& text, ModelConfig& c) {
   c.num_attention_heads = text.required_int("num_attention_heads");
   c.num_key_value_heads = text.optional_int("num_key_value_heads", c.num_key_value_heads);
   c.head_dim = text.required_int("head_dim");
-  c.qk_rope_head_dim = text.required_int("qk_rope_head_dim");
+  if (c.family == ModelFamily::kDeepseekV4) {
+    config::read_v4_rope_width(text, c);
+  } else {
+    c.qk_rope_head_dim = text.required_int("qk_rope_head_dim");
+  }
   c.q_lora_rank = text.required_int("q_lora_rank");
   c.o_groups = text.required_int("o_groups");
   c.o_lora_rank = text.required_int("o_lora_rank");
 }
 
 void read_positions(const JsonFields& text, ModelConfig& c) {
+  c.max_position_embeddings = text.optional_int("max_position_embeddings", c.max_position_embeddings);
+  c.sliding_window = text.required_int("sliding_window");
+  if (c.family == ModelFamily::kDeepseekV4 && config::read_v4_rope_parameters(text, c)) return;
   c.rope_theta = text.optional_number("rope_theta", c.rope_theta);
   c.compress_rope_theta = text.optional_number("compress_rope_theta", c.compress_rope_theta);
   c.rope_scaling = read_rope_scaling(text);
-  c.max_position_embeddings = text.optional_int("max_position_embeddings", c.max_position_embeddings);
-  c.sliding_window = text.required_int("sliding_window");
 }
 
 void read_schedule(const JsonFields& text, ModelConfig& c) {
+  if (c.family == ModelFamily::kDeepseekV4) return config::read_v4_schedule(text, c);
   c.compress_ratios = text.required_small_int_list("compress_ratios");
   c.kv_source_layer_ids = text.required_small_int_list("kv_source_layer_ids");
   c.index_source_layer_ids = text.required_small_int_list("index_source_layer_ids");
@@ -155,6 +168,7 @@ void read_schedule(const JsonFields& text, ModelConfig& c) {
 }
 
 void read_moe(const JsonFields& text, ModelConfig& c) {
+  if (c.family == ModelFamily::kDeepseekV4) config::read_v4_hash_layers(text, c);
   c.n_routed_experts = text.required_int("n_routed_experts");
   c.n_shared_experts = text.optional_int("n_shared_experts", 1);
   c.num_experts_per_tok = text.required_int("num_experts_per_tok");
@@ -169,6 +183,7 @@ void read_moe(const JsonFields& text, ModelConfig& c) {
 }
 
 void read_norms_and_mhc(const JsonFields& text, ModelConfig& c) {
+  if (c.family == ModelFamily::kDeepseekV4) c.rms_norm_eps = kV4RmsNormEps;
   c.rms_norm_eps = text.optional_number("rms_norm_eps", c.rms_norm_eps);
   c.hc_mult = text.required_int("hc_mult");
   c.hc_sinkhorn_iters = text.optional_int("hc_sinkhorn_iters", c.hc_sinkhorn_iters);
@@ -176,6 +191,7 @@ void read_norms_and_mhc(const JsonFields& text, ModelConfig& c) {
 }
 
 void read_engram(const JsonFields& text, ModelConfig& c) {
+  if (c.family == ModelFamily::kDeepseekV4) return;  // V4 has no Engram
   c.engram_layer_ids = text.optional_small_int_list("engram_layer_ids");
   if (c.engram_layer_ids.empty()) return;
   c.engram_num_embeddings = text.optional_int_list("engram_num_embeddings");
@@ -212,6 +228,17 @@ void read_tokens_and_storage(const JsonFields& text, const JsonFields& root, Mod
       (text.has("torch_dtype") || root.has("torch_dtype")) ? "torch_dtype" : "dtype";
   c.torch_dtype = either(text, root, dtype_key).optional_string(dtype_key, "");
   c.quantization_config = read_quantization(text, root);
+  c.weight_block_size = c.family == ModelFamily::kDeepseekV4 ? kV4WeightBlock : kV41WeightBlock;
+  if (c.quantization_config && !c.quantization_config->weight_block_size.empty()) {
+    const std::vector<int64_t>& block = c.quantization_config->weight_block_size;
+    if (block.size() != 2 || block[0] != block[1]) {
+      fail(ErrorCode::kUnsupported,
+           "{}: field 'quantization_config.weight_block_size' = [{}] is not supported (square tiles [n, n] "
+           "only)",
+           root.source(), fmt::join(block, ", "));
+    }
+    c.weight_block_size = block[0];
+  }
 }
 
 }  // namespace
@@ -223,11 +250,12 @@ ModelConfig parse_model_config(std::string_view json_text, std::string_view sour
          document.type_name());
   }
   const JsonFields root(document, std::string(source), "");
-  check_model_type(root);
+  const ModelFamily family = family_of(root);
   const nlohmann::json* text_object = root.optional_object("text_config");
   const JsonFields text = text_object ? JsonFields(*text_object, std::string(source), "text_config.") : root;
 
   ModelConfig c;
+  c.family = family;
   c.model_type = root.optional_string("model_type", "");
   c.architectures = root.optional_string_list("architectures");
   read_shapes(text, c);

@@ -13,8 +13,11 @@ namespace {
 uint64_t u(int64_t v) {
   return static_cast<uint64_t>(v);
 }
+uint64_t blocks_of(uint64_t n, uint64_t block) {
+  return n / block + (n % block != 0 ? 1 : 0);
+}
 uint64_t blocks_of_32(uint64_t n) {
-  return n / 32 + (n % 32 != 0 ? 1 : 0);
+  return blocks_of(n, 32);
 }
 
 // Sizes come from an untrusted file: a product that wraps would print a plausible wrong count.
@@ -43,7 +46,7 @@ uint64_t& component_of(ParameterCounts& p, std::string_view name) {
   if (contains(name, "engram.embed.")) return p.engram_tables;
   if (contains(name, "engram.")) return p.engram_projections;
   if (contains(name, "attn.compressor.") || contains(name, "attn.indexer.")) return p.compressor_indexer;
-  if (contains(name, ".hc_")) return p.mhc;
+  if (contains(name, ".hc_") || name.substr(0, 8) == "hc_head_") return p.mhc;
   if (contains(name, "ffn.gate.")) return p.router;
   if (contains(name, "ffn.experts.")) return p.routed_experts;
   if (contains(name, "ffn.shared_experts.")) return p.shared_experts;
@@ -52,9 +55,11 @@ uint64_t& component_of(ParameterCounts& p, std::string_view name) {
   return p.norms;  // norm.weight, attn_norm, ffn_norm
 }
 
-// FP32 in the release: mHC parameters, attention sinks, router biases (spec §2.1); BF16 for the rest.
+// FP32 in the release: mHC parameters (hc_head too), attention sinks, router biases (spec §2.1), V4
+// compressor position biases (ape); BF16 for the rest.
 uint64_t unquantized_element_bytes(std::string_view name) {
-  const bool fp32 = contains(name, ".hc_") || contains(name, "attn_sink") || contains(name, "ffn.gate.bias");
+  const bool fp32 = contains(name, "hc_") || contains(name, "attn_sink") || contains(name, "ffn.gate.bias") ||
+                    contains(name, "compressor.ape");
   return fp32 ? 4 : 2;
 }
 
@@ -63,7 +68,12 @@ uint64_t storage_bytes(const ExpectedTensor& t) {
   const uint64_t cols = t.shape.size() > 1 ? u(t.shape[1]) : 1;
   const uint64_t elements = mul(rows, cols);
   switch (t.storage) {
-    case StorageKind::kFp8Block32: return sum(elements, mul(blocks_of_32(rows), blocks_of_32(cols)));
+    case StorageKind::kFp8Block32:
+    case StorageKind::kFp8Block128: {
+      const auto tile = static_cast<uint64_t>(fp8_tile(t.storage));
+      return sum(elements, mul(blocks_of(rows, tile), blocks_of(cols, tile)));
+    }
+    case StorageKind::kIntegerTable: return mul(elements, 4);  // I32 in the release
     case StorageKind::kMxfp4: return sum(elements / 2, mul(rows, blocks_of_32(cols)));
     case StorageKind::kFp8Rows32: return mul(rows, sum(cols, blocks_of_32(cols)));
     case StorageKind::kUnquantized: return mul(elements, unquantized_element_bytes(t.name));
@@ -85,12 +95,13 @@ WeightInventory count_weights(const ModelConfig& config, const LayerPlan& plan) 
   for (const ExpectedTensor& tensor : expected_tensors(config, plan)) {
     if (!tensor.required) continue;  // optional tensors (ffn.gate.bias_vl) are not needed for text
     if (tensor.name == "head.weight" && config.tie_word_embeddings) continue;
+    result.bytes = sum(result.bytes, storage_bytes(tensor));
+    if (tensor.storage == StorageKind::kIntegerTable) continue;  // tid2eid: a lookup table, not parameters
     uint64_t elements = 1;
     for (const int64_t extent : tensor.shape) elements = mul(elements, u(extent));
     uint64_t& component = component_of(result.parameters, tensor.name);
     component = sum(component, elements);
     result.parameters.total = sum(result.parameters.total, elements);
-    result.bytes = sum(result.bytes, storage_bytes(tensor));
   }
   result.parameters.active_per_token = active_per_token(result.parameters, config);
   return result;

@@ -68,6 +68,8 @@ bool is_supported_dtype(DType dtype) noexcept {
     case DType::kF8E8M0:
     case DType::kU8:
     case DType::kI8:
+    case DType::kI32:  // V4 ffn.gate.tid2eid (expert ids)
+    case DType::kI64:
       return true;
     default:
       return false;

@@ -3,7 +3,8 @@
 //
 // Every dtype the safetensors format defines with a whole-byte width is *recognised*: a file holding
 // such a tensor opens, and the tensor can be listed and read as raw bytes. Only the *supported* ones
-// (F32, F16, BF16, F8_E4M3, F8_E8M0, U8, I8) can carry model weights; the tensor inventory refuses the
+// (F32, F16, BF16, F8_E4M3, F8_E8M0, U8, I8; I32 and I64 for V4's integer tid2eid tables) can carry model
+// weights; the tensor inventory refuses the
 // others for any tensor the model uses. Sub-byte dtypes (F4, F6_*) are refused when a file is opened.
 #pragma once
 

@@ -47,7 +47,9 @@ class TensorChecker {
       if (expected.required) report(expected.name, "missing");
       return;
     }
-    if (expected.storage == StorageKind::kUnquantized || is_float_dtype(weight->dtype)) {
+    if (expected.storage == StorageKind::kIntegerTable) {
+      check_integer_table(expected, *weight);
+    } else if (expected.storage == StorageKind::kUnquantized || is_float_dtype(weight->dtype)) {
       check_unquantized(expected, *weight);
     } else {
       check_quantized(expected, *weight);
@@ -62,12 +64,19 @@ class TensorChecker {
     if (actual != expected) report(name, fmt::format("shape {}, expected {}", actual, expected));
   }
 
+  void check_integer_table(const ExpectedTensor& expected, const TensorView& weight) {
+    if (weight.dtype != DType::kI32 && weight.dtype != DType::kI64) {
+      report(expected.name, fmt::format("dtype {}, expected I32 or I64", dtype_name(weight.dtype)));
+    }
+    check_shape(expected.name, weight, expected.shape);
+  }
+
   void check_unquantized(const ExpectedTensor& expected, const TensorView& weight) {
     if (!is_float_dtype(weight.dtype)) {
       report(expected.name, fmt::format("dtype {}, expected BF16, F16 or F32", dtype_name(weight.dtype)));
     }
     check_shape(expected.name, weight, expected.shape);
-    if (expected.storage != StorageKind::kUnquantized && checkpoint_.find(scale_name(expected.name))) {
+    if (has_scale(expected.storage) && checkpoint_.find(scale_name(expected.name))) {
       report(scale_name(expected.name), fmt::format("present, but {} is stored unquantized as {}",
                                                     expected.name, dtype_name(weight.dtype)));
     }
@@ -110,7 +119,7 @@ std::vector<CheckpointProblem> check_checkpoint(const Checkpoint& checkpoint, co
   for (const ExpectedTensor& expected : expected_tensors(config, plan)) {
     checker.check(expected);
     accounted.insert(expected.name);
-    if (expected.storage != StorageKind::kUnquantized) accounted.insert(scale_name(expected.name));
+    if (has_scale(expected.storage)) accounted.insert(scale_name(expected.name));
   }
   for (const TensorView& view : checkpoint.tensors()) {
     if (!is_unchecked(view.name) && accounted.find(view.name) == accounted.end()) {

@@ -1,4 +1,4 @@
-// The tensors a deepseek_v41 checkpoint must hold for a given config, and the check of a Checkpoint
+// The tensors a deepseek_v41 / deepseek_v4 checkpoint must hold for a given config, and the check of a Checkpoint
 // against them (spec/MODEL.md §2.1 storage formats, §2.4 names and shapes).
 //
 // Names are those of the released checkpoint (no "model." prefix): "embed.weight", "head.weight",
@@ -10,6 +10,8 @@
 // Accepted storage per kind (see docs/checkpoint-format.md):
 //   kUnquantized  BF16, F16 or F32 at the logical shape.
 //   kFp8Block32   F8_E4M3 [out, in] + scale [ceil(out/32), ceil(in/32)];
+//   kFp8Block128  F8_E4M3 [out, in] + scale [ceil(out/128), ceil(in/128)] (V4);
+//   kIntegerTable I32 or I64 at the logical shape, no scale (V4 ffn.gate.tid2eid);
 //   kMxfp4        I8 or U8 [out, in/2] (two E2M1 per byte) + scale [out, ceil(in/32)];
 //   kFp8Rows32    F8_E4M3 [rows, cols] + scale [rows, ceil(cols/32)] (Engram tables);
 //                 scales as F8_E8M0, U8 or F32. Each quantized kind may instead be stored unquantized
@@ -35,6 +37,7 @@ namespace flashkv::loader {
 using config::ExpectedTensor;
 using config::StorageKind;
 using config::expected_tensors;
+using config::has_scale;
 using config::scale_name;
 using config::scale_shape;
 using config::stored_weight_shape;

@@ -2,6 +2,7 @@
 
 #include <climits>
 #include <cstdint>
+#include <cstring>
 
 #include <fmt/ranges.h>
 #include <flashkv/error.hpp>
@@ -53,6 +54,9 @@ void dequantize(const Checkpoint& checkpoint, const ExpectedTensor& expected, co
     case StorageKind::kFp8Block32:
       return numeric::dequantize_fp8_block32(e4m3_codes(weight).data(), scales.data(), rows, cols,
                                              out.data());
+    case StorageKind::kFp8Block128:
+      return numeric::dequantize_fp8_tiles(e4m3_codes(weight).data(), scales.data(), rows, cols,
+                                           static_cast<int>(config::fp8_tile(expected.storage)), out.data());
     case StorageKind::kFp8Rows32:
       return numeric::dequantize_fp8_rows32(e4m3_codes(weight).data(), scales.data(), rows, cols, out.data());
     case StorageKind::kMxfp4:
@@ -63,6 +67,7 @@ void dequantize(const Checkpoint& checkpoint, const ExpectedTensor& expected, co
       return numeric::dequantize_mxfp4_weight(packed_e2m1_bytes(weight).data(), scales.data(), rows, cols,
                                               out.data());
     case StorageKind::kUnquantized:
+    case StorageKind::kIntegerTable:
       break;
   }
   fail(ErrorCode::kInternal, "dequantize: {} is not a quantized kind", quote_untrusted(expected.name));
@@ -76,6 +81,10 @@ void read_weight_float32(const Checkpoint& checkpoint, const ExpectedTensor& exp
          quote_untrusted(expected.name), element_count(expected.shape), out.size());
   }
   const TensorView weight = checkpoint.tensor(expected.name);
+  if (expected.storage == StorageKind::kIntegerTable) {
+    fail(ErrorCode::kInternal, "read_weight_float32: {} is an integer table (read_index_table)",
+         quote_untrusted(expected.name));
+  }
   if (expected.storage == StorageKind::kUnquantized || is_float_dtype(weight.dtype)) {
     require_shape(weight, expected.shape);
     if (!is_float_dtype(weight.dtype)) {
@@ -85,6 +94,33 @@ void read_weight_float32(const Checkpoint& checkpoint, const ExpectedTensor& exp
     return read_float32(weight, out);
   }
   dequantize(checkpoint, expected, weight, out);
+}
+
+std::vector<std::int32_t> read_index_table(const Checkpoint& checkpoint, const ExpectedTensor& expected,
+                                           std::int64_t limit) {
+  const TensorView view = checkpoint.tensor(expected.name);
+  require_shape(view, expected.shape);
+  if (view.dtype != DType::kI32 && view.dtype != DType::kI64) {
+    fail(ErrorCode::kInvalidCheckpoint, "tensor {} in '{}' is stored as {}; expected I32 or I64",
+         quote_untrusted(view.name), view.file, dtype_name(view.dtype));
+  }
+  std::vector<std::int32_t> ids(view.element_count());
+  for (std::uint64_t i = 0; i < ids.size(); ++i) {
+    std::int64_t id = 0;
+    if (view.dtype == DType::kI32) {
+      std::int32_t narrow = 0;
+      std::memcpy(&narrow, view.bytes.data() + i * sizeof(narrow), sizeof(narrow));
+      id = narrow;
+    } else {
+      std::memcpy(&id, view.bytes.data() + i * sizeof(id), sizeof(id));
+    }
+    if (id < 0 || id >= limit) {
+      fail(ErrorCode::kInvalidCheckpoint, "tensor {} in '{}': element {} is {}, outside [0, {})",
+           quote_untrusted(view.name), view.file, i, id, limit);
+    }
+    ids[i] = static_cast<std::int32_t>(id);
+  }
+  return ids;
 }
 
 std::vector<float> read_weight_float32(const Checkpoint& checkpoint, const ExpectedTensor& expected) {

@@ -1,4 +1,5 @@
-// Reading one model weight as fp32, dequantizing its storage kind (FP8 block32, MXFP4, FP8 rows32) with its
+// Reading one model weight as fp32, dequantizing its storage kind (FP8 block32/128, MXFP4, FP8 rows32) with
+// its
 // `<base>.scale` companion, or converting it when stored unquantized (BF16/F16/F32).
 //
 // The values are flashkv::numeric's dequantizers applied to the checkpoint bytes, so they are exactly what
@@ -12,6 +13,7 @@
 // int range; kInvalidArgument when `out` has the wrong size. Threading: pure; reads only the mapping.
 #pragma once
 
+#include <cstdint>
 #include <span>
 #include <vector>
 
@@ -20,7 +22,12 @@
 
 namespace flashkv::loader {
 
-// Row-major fp32 values of the logical shape `expected.shape`.
+// The ids of an integer table (kIntegerTable: V4 ffn.gate.tid2eid, stored I32 or I64) as int32, row-major;
+// kInvalidCheckpoint naming the tensor and the element for an id outside [0, limit) (the expert count).
+std::vector<std::int32_t> read_index_table(const Checkpoint& checkpoint, const ExpectedTensor& expected,
+                                           std::int64_t limit);
+
+// Row-major fp32 values of the logical shape `expected.shape` (not for kIntegerTable).
 void read_weight_float32(const Checkpoint& checkpoint, const ExpectedTensor& expected, std::span<float> out);
 std::vector<float> read_weight_float32(const Checkpoint& checkpoint, const ExpectedTensor& expected);
 

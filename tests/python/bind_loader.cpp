@@ -165,6 +165,10 @@ std::string_view storage_name(loader::StorageKind kind) {
       return "unquantized";
     case loader::StorageKind::kFp8Block32:
       return "fp8_block32";
+    case loader::StorageKind::kFp8Block128:
+      return "fp8_block128";
+    case loader::StorageKind::kIntegerTable:
+      return "integer_table";
     case loader::StorageKind::kMxfp4:
       return "mxfp4";
     case loader::StorageKind::kFp8Rows32:

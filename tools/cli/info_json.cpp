@@ -25,6 +25,7 @@ json exact_number(double value) {
 json config_json(const ModelConfig& c) {
   json j = {
       {"model_type", c.model_type},
+      {"family", model_family_name(c.family)},
       {"architectures", c.architectures},
       {"vocab_size", c.vocab_size},
       {"hidden_size", c.hidden_size},
@@ -55,6 +56,9 @@ json config_json(const ModelConfig& c) {
       {"index_n_heads", c.index_n_heads},
       {"index_head_dim", c.index_head_dim},
       {"index_topk", c.index_topk},
+      {"csa_compress_ratio", c.csa_compress_ratio},
+      {"num_hash_layers", c.num_hash_layers},
+      {"weight_block_size", c.weight_block_size},
       {"n_routed_experts", c.n_routed_experts},
       {"n_shared_experts", c.n_shared_experts},
       {"num_experts_per_tok", c.num_experts_per_tok},
@@ -121,6 +125,9 @@ json layers_json(const LayerPlan& plan) {
         {"engram", r.has_engram()},
         {"side", layer_side_name(r.side)},
         {"rope", rope_kind_name(r.rope)},
+        {"hash_routed", r.hash_routed},
+        {"overlapping_compressor", r.overlapping_compressor},
+        {"indexer_has_compressor", r.indexer_has_compressor},
     });
   }
   return layers;
@@ -177,6 +184,7 @@ std::string format_info_json(const CheckpointDescription& d) {
       {"is_checkpoint_dir", d.is_checkpoint_dir},
       {"config", config_json(d.config)},
       {"layers", layers_json(d.plan)},
+      {"has_hc_head", d.plan.has_hc_head},
       {"candidate_source_layer", layer_ref(d.plan.candidate_source_layer)},
       {"first_decoder_layer", layer_ref(d.plan.first_decoder_layer)},
       {"num_dspark_stages", d.plan.num_dspark_stages},

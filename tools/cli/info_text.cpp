@@ -40,6 +40,7 @@ std::string extras_of(const LayerRole& role) {
   if (role.is_index_source) add("index_source");
   if (role.is_candidate_source) add("candidate_source");
   if (role.has_engram()) add("engram");
+  if (role.hash_routed) add("hash_routed");
   return extras;
 }
 
@@ -75,6 +76,13 @@ void write_model(Out out, const CheckpointDescription& d) {
                  c.scoring_func, c.routed_scaling_factor, c.swiglu_limit);
   fmt::format_to(out, "mhc: hc_mult {}, sinkhorn_iters {}, hc_eps {}; rms_norm_eps {}\n", c.hc_mult,
                  c.hc_sinkhorn_iters, c.hc_eps, c.rms_norm_eps);
+  if (c.family == ModelFamily::kDeepseekV4) {
+    fmt::format_to(
+        out,
+        "deepseek_v4: csa ratio {} (overlapping compressor + indexer), other ratios hca; hash-routed "
+        "layers {} (ffn.gate.tid2eid); mhc per sublayer + hc_head; fp8 weight tiles {}\n",
+        c.csa_compress_ratio, c.num_hash_layers, c.weight_block_size);
+  }
 }
 
 void write_engram_dspark_storage(Out out, const ModelConfig& c) {
@@ -134,9 +142,12 @@ void write_plan(Out out, const LayerPlan& plan) {
 
 void write_memory(Out out, const ModelConfig& c, const LayerPlan& plan, const MemoryReport& m) {
   fmt::format_to(out, "\nmemory:\n");
-  fmt::format_to(out, "kv entry bytes (NVFP4, {} channels): {}\n", c.head_dim, m.kv_entry_bytes);
+  const bool v4 = plan.family == ModelFamily::kDeepseekV4;
+  const std::string_view entry_format = v4 ? "FP8 + BF16 rope" : "NVFP4";
+  const std::string_view row_format = v4 ? "FP8 + BF16 rope" : "FP8";
+  fmt::format_to(out, "kv entry bytes ({}, {} channels): {}\n", entry_format, c.head_dim, m.kv_entry_bytes);
   fmt::format_to(out, "index key bytes (MXFP4, {} channels): {}\n", c.index_head_dim, m.index_key_bytes);
-  fmt::format_to(out, "window row bytes (FP8, {} channels): {}\n", c.head_dim, m.window_row_bytes);
+  fmt::format_to(out, "window row bytes ({}, {} channels): {}\n", row_format, c.head_dim, m.window_row_bytes);
   fmt::format_to(out, "global KV bytes/token: {}\n", m.global_kv_bytes_per_token);
   for (const KvSourceFootprint& s : m.kv_sources) {
     fmt::format_to(out, "  layer {}: ratio {}, ({} + {}) / {} bytes/token\n", s.layer, s.ratio, s.entry_bytes,

@@ -46,6 +46,20 @@ FKV_HOST_DEVICE inline uint8_t mxfp4_weight_scale_code(float amax) {
   return mxfp4_block_scale_code(amax);
 }
 
+// ---- FP8 E4M3, one E8M0 scale per tile x tile block (V4 ships 128x128) -----------------------------------
+
+// Scales [ceil(rows/tile), ceil(cols/tile)] row-major; tile > 0.
+FKV_HOST_DEVICE inline void dequantize_fp8_tiles(const uint8_t* q, const uint8_t* scales, int rows, int cols,
+                                                 int tile, float* out) {
+  const int scale_cols = (cols + tile - 1) / tile;
+  for (int r = 0; r < rows; ++r) {
+    const uint8_t* scale_row = scales + static_cast<size_t>(r / tile) * static_cast<size_t>(scale_cols);
+    const size_t base = static_cast<size_t>(r) * static_cast<size_t>(cols);
+    for (int c = 0; c < cols; ++c)
+      out[base + c] = fp8_decode(q[base + c], e8m0_to_float(scale_row[c / tile]));
+  }
+}
+
 // ---- FP8 E4M3, one E8M0 scale per 32x32 tile ----------------------------------------------------------
 
 FKV_HOST_DEVICE inline void dequantize_fp8_block32(const uint8_t* q, const uint8_t* scales, int rows,
