@@ -1,0 +1,589 @@
+// The fused KV write path (contract in kv_write.cuh).
+//
+// Work split: a row of `dim` channels belongs to dim/16 consecutive lanes of one warp, 16 channels each (a
+// 512-channel row is a warp, a 128-channel key a quarter warp). Each lane loads its channels once (two or
+// four 16-byte loads), and the whole chain — pooling, RMSNorm, RoPE, block scales, codes — runs in registers,
+// the row reductions (sum of squares, block amax) through shuffles within the row's lanes. Each lane then
+// stores its part of the record: packed codes, and the scale bytes of its blocks. CTAs of 256 threads stride
+// over the rows; the loop trip count is warp-uniform so every shuffle has all 32 lanes.
+//
+// Exactness against the CPU backend (faithful):
+//   - Sum of squares: the CPU sums x² in double over eight partial sums (numerics.hpp dot()). When every
+//     partial sum is exact, the order does not matter: the squares are multiples of q = (lowest set bit of
+//     the row)² with at most 48 significant bits, so if the whole sum is below 2^52·q every partial sum of
+//     any order is an exact multiple of q below 2^53·q. The kernel checks that bound on a sum in any order
+//     and recomputes the CPU's order (a serial scan across the lanes) only for rows that fail it.
+//   - RMSNorm output bf16(fp32(w·(x/root))) in double: the kernel forms w·x·(1/root) in fp32 (relative error
+//     below 3·2^-24, i.e. 3 fp32 ulps) and keeps its BF16 rounding when that value is more than 16 ulps from
+//     a BF16 rounding midpoint (so the exact value and the CPU's double result round the same way); otherwise
+//     (about 1 value in 2000) it evaluates the CPU's double expression itself.
+//   - RoPE, pooling: the CPU's double expressions with explicit _rn intrinsics (no FMA contraction), angles
+//   as
+//     fp32 products; cos, sin and exp from libdevice (see the caveat in kv_write.cuh).
+//   - Quantizers: block scales from the host functions compiled for the device, codes from the exact
+//     shortcuts of kv_element_codecs.cuh (as kv_quant.cu).
+#include "kv_write.cuh"
+
+#include <flashkv/numeric/kv_records.hpp>
+#include <flashkv/numeric/scalar_codecs.hpp>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "cuda_check.cuh"
+#include "kv_element_codecs.cuh"
+#include "kv_write.hpp"
+
+namespace flashkv::cuda {
+namespace {
+
+namespace nm = flashkv::numeric;
+
+constexpr int kChannels = 16;  // channels per lane
+constexpr int kThreads = 256;
+constexpr unsigned kFullMask = 0xffffffffu;
+// A fast RMSNorm value this many fp32 ulps or fewer from a BF16 rounding midpoint takes the double path.
+constexpr uint32_t kMidpointMargin = 16;
+
+// ---- row loads and stores -------------------------------------------------------------------------------
+
+// This lane's 16 channels of `row` (16-byte aligned), as fp32.
+__device__ void load_chunk(const void* rows, RowType type, int64_t row, int dim, int lane_in_row,
+                           float (&x)[kChannels]) {
+  const int64_t first = row * dim + static_cast<int64_t>(lane_in_row) * kChannels;
+  if (type == RowType::kBf16) {
+    const uint4* src = reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(rows) + first);
+    const uint4 lo = __ldg(src), hi = __ldg(src + 1);
+    const uint32_t w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      x[2 * i] = __uint_as_float(w[i] << 16);
+      x[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    }
+  } else {
+    const float4* src = reinterpret_cast<const float4*>(static_cast<const float*>(rows) + first);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float4 f = __ldg(src + i);
+      x[4 * i] = f.x, x[4 * i + 1] = f.y, x[4 * i + 2] = f.z, x[4 * i + 3] = f.w;
+    }
+  }
+}
+
+__device__ void load_f32_chunk(const float* rows, int64_t row, int dim, int lane_in_row,
+                               float (&x)[kChannels]) {
+  load_chunk(rows, RowType::kFp32, row, dim, lane_in_row, x);
+}
+
+// 16 fp32 values (clean records, clean latents) at `dst`, 16-byte aligned.
+__device__ void store_f32_chunk(float* dst, const float (&y)[kChannels]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    reinterpret_cast<float4*>(dst)[i] = make_float4(y[4 * i], y[4 * i + 1], y[4 * i + 2], y[4 * i + 3]);
+}
+
+// 16 BF16-valued floats as BF16 bits at `dst` (16-byte aligned): their top halves.
+__device__ void store_bf16_chunk(uint16_t* dst, const float (&y)[kChannels]) {
+  uint32_t w[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i)
+    w[i] = (__float_as_uint(y[2 * i]) >> 16) | (__float_as_uint(y[2 * i + 1]) & 0xffff0000u);
+  reinterpret_cast<uint4*>(dst)[0] = make_uint4(w[0], w[1], w[2], w[3]);
+  reinterpret_cast<uint4*>(dst)[1] = make_uint4(w[4], w[5], w[6], w[7]);
+}
+
+// `kWords` little-endian words at `dst`, with the widest accesses its alignment allows (records of 68 B are
+// only 4-byte aligned).
+template <int kWords>
+__device__ void store_words(uint8_t* dst, const uint32_t (&w)[kWords]) {
+  const auto address = reinterpret_cast<uintptr_t>(dst);
+  if constexpr (kWords == 4) {
+    if ((address & 15u) == 0) {
+      *reinterpret_cast<uint4*>(dst) = make_uint4(w[0], w[1], w[2], w[3]);
+      return;
+    }
+  }
+  if ((address & 7u) == 0) {
+#pragma unroll
+    for (int i = 0; i < kWords / 2; ++i)
+      reinterpret_cast<uint2*>(dst)[i] = make_uint2(w[2 * i], w[2 * i + 1]);
+    return;
+  }
+#pragma unroll
+  for (int i = 0; i < kWords; ++i) reinterpret_cast<uint32_t*>(dst)[i] = w[i];
+}
+
+// ---- row reductions (within the row's kLanes lanes) -------------------------------------------------------
+
+template <int kLanes>
+__device__ double row_sum(double v) {
+#pragma unroll
+  for (int offset = kLanes / 2; offset > 0; offset /= 2)
+    v = __dadd_rn(v, __shfl_xor_sync(kFullMask, v, offset));
+  return v;
+}
+
+template <int kLanes>
+__device__ int row_min(int v) {
+#pragma unroll
+  for (int offset = kLanes / 2; offset > 0; offset /= 2) v = min(v, __shfl_xor_sync(kFullMask, v, offset));
+  return v;
+}
+
+// Exponent of the lowest set bit of a finite non-zero fp32 (its value's smallest power-of-two quantum).
+__device__ int lowest_bit_exponent(float x) {
+  const uint32_t bits = __float_as_uint(x) & 0x7fffffffu;
+  const uint32_t biased = bits >> 23;
+  const uint32_t significand = biased == 0 ? (bits & 0x7fffffu) : ((bits & 0x7fffffu) | 0x800000u);
+  const int exponent = biased == 0 ? -149 : static_cast<int>(biased) - 150;
+  return exponent + (__ffs(static_cast<int>(significand)) - 1);
+}
+
+__device__ double square(float x) {
+  const double d = x;
+  return __dmul_rn(d, d);  // exact: 48 significant bits at most
+}
+
+// Σ x² of the row in the CPU's order: numerics.hpp dot(x, x, dim), eight partial sums over channel ≡ j (mod
+// 8) in ascending channel order, combined ((p0+p4)+(p1+p5))+((p2+p6)+(p3+p7)). Lane L of the row holds
+// channels 16L … 16L+15, so partial j takes lane 0's channels j and 8+j, then lane 1's, …: a serial scan
+// every lane of the row repeats (all get the same result).
+template <int kLanes>
+__device__ double ordered_sum_of_squares(const float (&x)[kChannels], int first_lane) {
+  double partial[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) partial[j] = 0.0;
+  for (int lane = 0; lane < kLanes; ++lane) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float a = __shfl_sync(kFullMask, x[j], first_lane + lane);
+      const float b = __shfl_sync(kFullMask, x[8 + j], first_lane + lane);
+      partial[j] = __dadd_rn(__dadd_rn(partial[j], square(a)), square(b));
+    }
+  }
+  return __dadd_rn(__dadd_rn(__dadd_rn(partial[0], partial[4]), __dadd_rn(partial[1], partial[5])),
+                   __dadd_rn(__dadd_rn(partial[2], partial[6]), __dadd_rn(partial[3], partial[7])));
+}
+
+// The CPU's double sum of squares of the row (see the header comment for why the fast sum is exact when
+// it is used). Called by all 32 lanes; rows of a warp fall back together.
+template <int kLanes>
+__device__ double sum_of_squares(const float (&x)[kChannels], int first_lane) {
+  double local = 0.0;
+  int lowest = 1 << 20;
+  bool finite = true;
+#pragma unroll
+  for (int i = 0; i < kChannels; ++i) {
+    local = __dadd_rn(local, square(x[i]));
+    finite = finite && isfinite(x[i]);
+    if (x[i] != 0.0f && isfinite(x[i])) lowest = min(lowest, lowest_bit_exponent(x[i]));
+  }
+  const double any_order = row_sum<kLanes>(local);
+  lowest = row_min<kLanes>(lowest);
+  // 2^(52 + 2·lowest) overflows to +Inf for an all-zero row: the bound then holds trivially.
+  const bool exact = finite && any_order < ldexp(1.0, 52 + 2 * min(lowest, 600));
+  if (__all_sync(kFullMask, exact)) return any_order;
+  return ordered_sum_of_squares<kLanes>(x, first_lane);
+}
+
+// ---- RMSNorm (rmsnorm.cpp): y = w ⊙ x·(Σx²/d + eps)^-½, stored fp32 (clean) or fp32 then BF16 (faithful)
+// ---
+
+__device__ float round_bf16(float x) {
+  return nm::bf16_to_float(nm::bf16_from_float(x));
+}
+
+__device__ float cpu_norm_value(float x, float w, double root, bool faithful) {
+  const float f =
+      __double2float_rn(__dmul_rn(static_cast<double>(w), __ddiv_rn(static_cast<double>(x), root)));
+  return faithful ? round_bf16(f) : f;
+}
+
+// Faithful: bf16(fp32(w·(x/root))) through an fp32 estimate when it is far enough from a BF16 midpoint.
+__device__ float faithful_norm_value(float x, float w, double root, float inverse_root) {
+  const float wx = __fmul_rn(w, x);
+  const float estimate = __fmul_rn(wx, inverse_root);
+  const uint32_t magnitude = __float_as_uint(estimate) & 0x7fffffffu;
+  const uint32_t low = magnitude & 0xffffu;
+  const uint32_t midpoint_distance = low > 0x8000u ? low - 0x8000u : 0x8000u - low;
+  // Normal fp32 range with room on both sides (no underflow in w·x or the product, no overflow).
+  const bool normal = fabsf(wx) >= 0x1p-126f && magnitude >= 0x0d800000u && magnitude < 0x7e800000u;
+  if (normal && midpoint_distance > kMidpointMargin) return round_bf16(estimate);
+  return cpu_norm_value(x, w, root, true);
+}
+
+template <int kLanes, bool kFaithful>
+__device__ void rms_norm_chunk(float (&x)[kChannels], const float* weight, double eps, int dim,
+                               int lane_in_row, int first_lane) {
+  const double sum = sum_of_squares<kLanes>(x, first_lane);
+  const double root = __dsqrt_rn(__dadd_rn(__ddiv_rn(sum, static_cast<double>(dim)), eps));
+  const float inverse_root = __double2float_rn(__drcp_rn(root));
+  const float4* w4 = reinterpret_cast<const float4*>(weight + lane_in_row * kChannels);
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const float4 w = __ldg(w4 + q);
+    const float ws[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      float& v = x[4 * q + i];
+      v = kFaithful ? faithful_norm_value(v, ws[i], root, inverse_root)
+                    : cpu_norm_value(v, ws[i], root, false);
+    }
+  }
+}
+
+// ---- RoPE (rope.cpp), forward, heads = 1
+// --------------------------------------------------------------------
+
+// Rotates this lane's pairs that fall in the last rope_dim channels by position·f_i: faithful angles are fp32
+// products and cos/sin are rounded to fp32, then the rotated pair to fp32 and BF16; clean keeps doubles.
+template <bool kFaithful>
+__device__ void rope_chunk(float (&x)[kChannels], int64_t position, const RopeParams& rope, int dim,
+                           int lane_in_row) {
+  const int first_rotated = dim - rope.rope_dim;
+  const int chunk_first = lane_in_row * kChannels;
+  if (chunk_first + kChannels <= first_rotated) return;
+#pragma unroll
+  for (int k = 0; k < kChannels / 2; ++k) {
+    const int channel = chunk_first + 2 * k;
+    if (channel < first_rotated) continue;
+    const double freq = rope.freqs[(channel - first_rotated) / 2];
+    double c, s;
+    if (kFaithful) {
+      const float angle = __fmul_rn(__ll2float_rn(position), static_cast<float>(freq));
+      double sine, cosine;
+      sincos(static_cast<double>(angle), &sine, &cosine);
+      c = __double2float_rn(cosine);
+      s = __double2float_rn(sine);
+    } else {
+      sincos(__dmul_rn(static_cast<double>(position), freq), &s, &c);
+    }
+    const double re = x[2 * k], im = x[2 * k + 1];
+    const float out_re = __double2float_rn(__dsub_rn(__dmul_rn(re, c), __dmul_rn(im, s)));
+    const float out_im = __double2float_rn(__dadd_rn(__dmul_rn(re, s), __dmul_rn(im, c)));
+    x[2 * k] = kFaithful ? round_bf16(out_re) : out_re;
+    x[2 * k + 1] = kFaithful ? round_bf16(out_im) : out_im;
+  }
+}
+
+// ---- compressor pooling (compressor.cpp), ratio 2
+// -------------------------------------------------------------
+
+// pooled = Σ_t softmax_t(g)·v over the pair, in the CPU's double expression; fp32, then BF16 when faithful.
+__device__ float pool_pair(float v0, float g0, float v1, float g1, bool faithful) {
+  const double peak = static_cast<double>(g0) < static_cast<double>(g1) ? g1 : g0;  // std::max(g0, g1)
+  const double w0 = exp(__dsub_rn(g0, peak));
+  const double w1 = exp(__dsub_rn(g1, peak));
+  const double sum = __dadd_rn(__dadd_rn(0.0, w0), w1);
+  double value = __dadd_rn(0.0, __dmul_rn(__ddiv_rn(w0, sum), static_cast<double>(v0)));
+  value = __dadd_rn(value, __dmul_rn(__ddiv_rn(w1, sum), static_cast<double>(v1)));
+  const float f = __double2float_rn(value);
+  return faithful ? round_bf16(f) : f;
+}
+
+// ---- record encoders: this lane's 16 channels of one record
+// ------------------------------------------------
+
+// FP8 window row: 32-channel blocks span two lanes (the amax pairs up through a shuffle).
+__device__ void store_fp8_chunk(uint8_t* record, int dim, int lane_in_row, const float (&x)[kChannels],
+                                bool active) {
+  float amax = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kChannels; ++i) amax = kv_fast::amax_update(amax, x[i]);
+  amax = kv_fast::amax_combine(amax, __shfl_xor_sync(kFullMask, amax, 1));
+  const uint8_t code = nm::fp8_block_scale_code(amax);
+  const float scale = nm::e8m0_to_float(code);
+  uint32_t packed[4] = {0, 0, 0, 0};
+  if (!nm::is_nan(scale)) {
+    const float inverse = nm::div_rn(1.0f, scale);  // exact: a power of two
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      const float* v = &x[4 * w];
+      const uint32_t lo = kv_fast::e4m3x2_codes(__fmul_rn(v[0], inverse), __fmul_rn(v[1], inverse));
+      const uint32_t hi = kv_fast::e4m3x2_codes(__fmul_rn(v[2], inverse), __fmul_rn(v[3], inverse));
+      packed[w] = lo | (hi << 16);
+    }
+  }
+  if (!active) return;
+  store_words<4>(record + lane_in_row * kChannels, packed);
+  if (lane_in_row % 2 == 0) record[dim + lane_in_row / 2] = code;
+}
+
+// E2M1 codes of 16 BF16-valued channels (two per f16x2 step, exact for BF16 inputs: kv_element_codecs.cuh).
+__device__ void encode_fp4_chunk(const float (&x)[kChannels], float scale, uint32_t (&packed)[2]) {
+  packed[0] = packed[1] = 0;
+  if (nm::is_nan(scale)) return;  // poisoned block: all codes 0, as on the host
+  const float reciprocal = nm::div_rn(1.0f, scale);
+#pragma unroll
+  for (int w = 0; w < 2; ++w) {
+#pragma unroll
+    for (int b = 0; b < 4; ++b) {
+      const int i = 8 * w + 2 * b;
+      packed[w] |= kv_fast::e2m1x2_codes_bf16(x[i], x[i + 1], reciprocal) << (8 * b);
+    }
+  }
+}
+
+// NVFP4 entry: one 16-channel block per lane.
+__device__ void store_nvfp4_chunk(uint8_t* record, int dim, int lane_in_row, const float (&x)[kChannels],
+                                  bool active) {
+  float amax = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kChannels; ++i) amax = kv_fast::amax_update(amax, x[i]);
+  const uint8_t code = nm::nvfp4_block_scale_code(amax);
+  uint32_t packed[2];
+  encode_fp4_chunk(x, nm::e4m3_to_float(code), packed);
+  if (!active) return;
+  store_words<2>(record + lane_in_row * (kChannels / 2), packed);
+  record[dim / 2 + lane_in_row] = code;
+}
+
+// MXFP4 key: 32-channel blocks span two lanes.
+__device__ void store_mxfp4_chunk(uint8_t* record, int dim, int lane_in_row, const float (&x)[kChannels],
+                                  bool active) {
+  float amax = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kChannels; ++i) amax = kv_fast::amax_update(amax, x[i]);
+  amax = kv_fast::amax_combine(amax, __shfl_xor_sync(kFullMask, amax, 1));
+  const uint8_t code = nm::mxfp4_block_scale_code(amax);
+  uint32_t packed[2];
+  encode_fp4_chunk(x, nm::e8m0_to_float(code), packed);
+  if (!active) return;
+  store_words<2>(record + lane_in_row * (kChannels / 2), packed);
+  if (lane_in_row % 2 == 0) record[dim / 2 + lane_in_row / 2] = code;
+}
+
+enum class RecordKind { kWindow, kEntry, kKey };
+
+// The record of a finished row: the kind's quantizer (faithful) or fp32 channels (clean). All lanes call it
+// (the block amax shuffles); only `active` lanes store.
+template <RecordKind kKind, bool kFaithful>
+__device__ void store_record(uint8_t* record, int dim, int lane_in_row, const float (&x)[kChannels],
+                             bool active) {
+  if constexpr (!kFaithful) {
+    if (active) store_f32_chunk(reinterpret_cast<float*>(record) + lane_in_row * kChannels, x);
+  } else if constexpr (kKind == RecordKind::kWindow) {
+    store_fp8_chunk(record, dim, lane_in_row, x, active);
+  } else if constexpr (kKind == RecordKind::kEntry) {
+    store_nvfp4_chunk(record, dim, lane_in_row, x, active);
+  } else {
+    store_mxfp4_chunk(record, dim, lane_in_row, x, active);
+  }
+}
+
+// ---- kernels
+// ---------------------------------------------------------------------------------------------------
+
+// Lane geometry of a row of kDim channels: kLanes lanes per row, kRowsPerWarp rows per warp.
+template <int kDim>
+struct RowLanes {
+  static constexpr int kLanes = kDim / kChannels;
+  static constexpr int kRowsPerWarp = 32 / kLanes;
+  int lane_in_row;
+  int first_lane;
+  int row_in_warp;
+  __device__ RowLanes() {
+    const int lane = static_cast<int>(threadIdx.x % 32);
+    lane_in_row = lane % kLanes;
+    first_lane = lane - lane_in_row;
+    row_in_warp = lane / kLanes;
+  }
+};
+
+// Grid-stride loop over rows [0, n) in steps of one row per lane group; the trip count is warp-uniform.
+template <int kDim, typename Body>
+__device__ void for_each_row(int64_t n, const Body& body) {
+  const RowLanes<kDim> lanes;
+  const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.x / 32;
+  const int64_t step = warps * RowLanes<kDim>::kRowsPerWarp;
+  for (int64_t base = warp * RowLanes<kDim>::kRowsPerWarp; base < n; base += step) {
+    const int64_t row = base + lanes.row_in_warp;
+    body(row < n ? row : n - 1, row < n, lanes);  // idle groups redo the last row without storing
+  }
+}
+
+template <int kDim, bool kFaithful>
+__global__ void __launch_bounds__(kThreads) window_write_kernel(WindowWriteArgs a) {
+  constexpr int kLanes = RowLanes<kDim>::kLanes;
+  const size_t record_bytes = kFaithful ? nm::fp8_row_bytes(kDim) : kDim * sizeof(float);
+  for_each_row<kDim>(a.n, [&](int64_t row, bool active, const RowLanes<kDim>& lanes) {
+    float x[kChannels];
+    load_chunk(a.kv.data, a.kv.type, row, kDim, lanes.lane_in_row, x);
+    const int64_t position = a.start + row;
+    rms_norm_chunk<kLanes, kFaithful>(x, a.norm_weight, a.eps, kDim, lanes.lane_in_row, lanes.first_lane);
+    rope_chunk<kFaithful>(x, position, a.rope, kDim, lanes.lane_in_row);
+    if (a.records != nullptr) {
+      store_record<RecordKind::kWindow, kFaithful>(a.records + static_cast<size_t>(row) * record_bytes, kDim,
+                                                   lanes.lane_in_row, x, active);
+    }
+    // The ring keeps only the chunk's last ring_capacity rows, as on the CPU (window_ring.cpp).
+    const bool to_ring = active && a.ring != nullptr && row >= a.n - a.ring_capacity;
+    if (__any_sync(kFullMask, to_ring)) {
+      const int64_t slot = position % a.ring_capacity;
+      store_record<RecordKind::kWindow, kFaithful>(a.ring + static_cast<size_t>(slot) * record_bytes, kDim,
+                                                   lanes.lane_in_row, x, to_ring);
+      if (to_ring && lanes.lane_in_row == 0) a.ring_positions[slot] = position;
+    }
+  });
+}
+
+template <int kDim, bool kFaithful>
+__global__ void __launch_bounds__(kThreads)
+    compressor_write_kernel(CompressorWriteArgs a, int64_t first, int64_t count) {
+  constexpr int kLanes = RowLanes<kDim>::kLanes;
+  for_each_row<kDim>(count, [&](int64_t index, bool active, const RowLanes<kDim>& lanes) {
+    const int64_t entry = first + index;
+    float x[kChannels];
+    if (a.ratio == 1) {
+      load_chunk(a.v.data, a.v.type, entry - a.start, kDim, lanes.lane_in_row, x);
+    } else {
+      const int64_t row0 = 2 * entry - a.start;  // −1: the open group's token, held in `pending`
+      const float* v = static_cast<const float*>(a.v.data);
+      float v0[kChannels], g0[kChannels], v1[kChannels], g1[kChannels];
+      if (row0 < 0) {
+        load_f32_chunk(a.pending, 0, kDim, lanes.lane_in_row, v0);
+        load_f32_chunk(a.pending, 1, kDim, lanes.lane_in_row, g0);
+      } else {
+        load_f32_chunk(v, row0, kDim, lanes.lane_in_row, v0);
+        load_f32_chunk(a.g, row0, kDim, lanes.lane_in_row, g0);
+      }
+      load_f32_chunk(v, row0 + 1, kDim, lanes.lane_in_row, v1);
+      load_f32_chunk(a.g, row0 + 1, kDim, lanes.lane_in_row, g1);
+#pragma unroll
+      for (int i = 0; i < kChannels; ++i) x[i] = pool_pair(v0[i], g0[i], v1[i], g1[i], kFaithful);
+    }
+    rms_norm_chunk<kLanes, kFaithful>(x, a.norm_weight, a.eps, kDim, lanes.lane_in_row, lanes.first_lane);
+    if (a.latents != nullptr && active) {
+      const int64_t offset = index * kDim + lanes.lane_in_row * kChannels;
+      if (kFaithful) {
+        store_bf16_chunk(static_cast<uint16_t*>(a.latents) + offset, x);
+      } else {
+        store_f32_chunk(static_cast<float*>(a.latents) + offset, x);
+      }
+    }
+    rope_chunk<kFaithful>(x, entry * a.ratio, a.rope, kDim, lanes.lane_in_row);
+    store_record<RecordKind::kEntry, kFaithful>(record_address(a.entries, entry), kDim, lanes.lane_in_row, x,
+                                                active);
+  });
+}
+
+template <int kDim, bool kFaithful>
+__global__ void __launch_bounds__(kThreads) index_key_write_kernel(IndexKeyWriteArgs a) {
+  constexpr int kLanes = RowLanes<kDim>::kLanes;
+  for_each_row<kDim>(a.count, [&](int64_t index, bool active, const RowLanes<kDim>& lanes) {
+    const int64_t entry = a.first_entry + index;
+    float x[kChannels];
+    load_chunk(a.keys.data, a.keys.type, index, kDim, lanes.lane_in_row, x);
+    rms_norm_chunk<kLanes, kFaithful>(x, a.norm_weight, a.eps, kDim, lanes.lane_in_row, lanes.first_lane);
+    rope_chunk<kFaithful>(x, entry * a.ratio, a.rope, kDim, lanes.lane_in_row);
+    store_record<RecordKind::kKey, kFaithful>(record_address(a.records, entry), kDim, lanes.lane_in_row, x,
+                                              active);
+  });
+}
+
+// ---- launch
+// ---------------------------------------------------------------------------------------------------
+
+template <typename Kernel>
+int grid_for(Kernel kernel, int64_t rows, int rows_per_warp) {
+  int device = 0, sms = 0, per_sm = 0;
+  FKV_CUDA_CHECK(cudaGetDevice(&device));
+  FKV_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  FKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0));
+  const int64_t resident = static_cast<int64_t>(sms) * (per_sm > 0 ? per_sm : 1);
+  const int64_t rows_per_cta = static_cast<int64_t>(kThreads / 32) * rows_per_warp;
+  const int64_t needed = (rows + rows_per_cta - 1) / rows_per_cta;
+  return static_cast<int>(needed < resident ? needed : resident);
+}
+
+// Calls launch(kernel-of<kDim, kFaithful>, rows_per_warp) for the run-time dim and numerics.
+template <template <int, bool> class Kernels, typename Launch>
+void dispatch(int dim, KvNumerics numerics, const Launch& launch) {
+  const bool faithful = numerics == KvNumerics::kFaithful;
+  switch (dim) {
+    case 32:
+      return faithful ? launch(Kernels<32, true>::get(), 16) : launch(Kernels<32, false>::get(), 16);
+    case 64:
+      return faithful ? launch(Kernels<64, true>::get(), 8) : launch(Kernels<64, false>::get(), 8);
+    case 128:
+      return faithful ? launch(Kernels<128, true>::get(), 4) : launch(Kernels<128, false>::get(), 4);
+    case 256:
+      return faithful ? launch(Kernels<256, true>::get(), 2) : launch(Kernels<256, false>::get(), 2);
+    default:
+      return faithful ? launch(Kernels<512, true>::get(), 1) : launch(Kernels<512, false>::get(), 1);
+  }
+}
+
+template <int kDim, bool kFaithful>
+struct WindowKernels {
+  static auto get() { return window_write_kernel<kDim, kFaithful>; }
+};
+template <int kDim, bool kFaithful>
+struct CompressorKernels {
+  static auto get() { return compressor_write_kernel<kDim, kFaithful>; }
+};
+template <int kDim, bool kFaithful>
+struct KeyKernels {
+  static auto get() { return index_key_write_kernel<kDim, kFaithful>; }
+};
+
+}  // namespace
+
+size_t window_record_bytes(KvNumerics numerics, int dim) {
+  return numerics == KvNumerics::kFaithful ? nm::fp8_row_bytes(dim)
+                                           : static_cast<size_t>(dim) * sizeof(float);
+}
+size_t entry_record_bytes(KvNumerics numerics, int dim) {
+  return numerics == KvNumerics::kFaithful ? nm::nvfp4_entry_bytes(dim)
+                                           : static_cast<size_t>(dim) * sizeof(float);
+}
+size_t key_record_bytes(KvNumerics numerics, int key_dim) {
+  return numerics == KvNumerics::kFaithful ? nm::mxfp4_key_bytes(key_dim)
+                                           : static_cast<size_t>(key_dim) * sizeof(float);
+}
+
+int64_t compressor_last_entry(int64_t start, int64_t n, int ratio) {
+  return (start + n) / ratio;
+}
+
+void write_window_rows(const WindowWriteArgs& args, cudaStream_t stream) {
+  validate_window_write(args);
+  if (args.n == 0) return;
+  dispatch<WindowKernels>(args.dim, args.numerics, [&](auto kernel, int rows_per_warp) {
+    kernel<<<grid_for(kernel, args.n, rows_per_warp), kThreads, 0, stream>>>(args);
+    FKV_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void write_compressed_entries(const CompressorWriteArgs& args, cudaStream_t stream) {
+  validate_compressor_write(args);
+  const int64_t last = compressor_last_entry(args.start, args.n, args.ratio);
+  const int64_t count = last - args.first_entry;
+  if (count > 0) {
+    dispatch<CompressorKernels>(args.dim, args.numerics, [&](auto kernel, int rows_per_warp) {
+      kernel<<<grid_for(kernel, count, rows_per_warp), kThreads, 0, stream>>>(args, args.first_entry, count);
+      FKV_CUDA_CHECK_LAUNCH();
+    });
+  }
+  // The open group's token for the next call (after the kernel has read the old one: same stream).
+  if (args.ratio == 2 && args.n > 0 && (args.start + args.n) % 2 == 1) {
+    const size_t row_bytes = static_cast<size_t>(args.dim) * sizeof(float);
+    const float* v = static_cast<const float*>(args.v.data);
+    const size_t last_row = static_cast<size_t>(args.n - 1) * static_cast<size_t>(args.dim);
+    FKV_CUDA_CHECK(cudaMemcpyAsync(args.pending, v + last_row, row_bytes, cudaMemcpyDeviceToDevice, stream));
+    FKV_CUDA_CHECK(cudaMemcpyAsync(args.pending + args.dim, args.g + last_row, row_bytes,
+                                   cudaMemcpyDeviceToDevice, stream));
+  }
+}
+
+void write_index_keys(const IndexKeyWriteArgs& args, cudaStream_t stream) {
+  validate_index_key_write(args);
+  if (args.count == 0) return;
+  dispatch<KeyKernels>(args.key_dim, args.numerics, [&](auto kernel, int rows_per_warp) {
+    kernel<<<grid_for(kernel, args.count, rows_per_warp), kThreads, 0, stream>>>(args);
+    FKV_CUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace flashkv::cuda
