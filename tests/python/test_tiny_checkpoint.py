@@ -499,7 +499,8 @@ def _tiny_with(**changes) -> dict:
     "make_document, expected",
     [
         (lambda: "{not json", "not readable JSON"),
-        (lambda: {"model_type": "deepseek_v4", "hidden_size": 4096}, "model_type"),
+        (lambda: {"model_type": "deepseek_v3", "hidden_size": 4096}, "model_type"),
+        (lambda: {"model_type": "deepseek_v4", "hidden_size": 4096}, "'vocab_size' is missing"),
         (lambda: _tiny_with(hidden_size=None), "'hidden_size' is missing"),
         (lambda: _tiny_with(head_dim="64"), "'head_dim' must be an integer"),
         (lambda: _tiny_with(compress_ratios=[0, 0, 2, 2, 1, 2, 1, 1]), "layer 5"),
@@ -509,7 +510,7 @@ def _tiny_with(**changes) -> dict:
         (lambda: _tiny_with(moe_intermediate_size=48), "moe_intermediate_size (48) must be a multiple of 32"),
         (lambda: json.loads(OFFICIAL.read_text()), "--allow-large"),
     ],
-    ids=["json", "model_type", "missing", "type", "schedule", "kv-not-index", "swa-source", "primes", "mxfp4-width",
+    ids=["json", "model_type", "v4-missing", "missing", "type", "schedule", "kv-not-index", "swa-source", "primes", "mxfp4-width",
          "official-size"],
 )
 def test_bad_configs_are_refused_with_a_clear_message(tmp_path, capsys, make_document, expected):

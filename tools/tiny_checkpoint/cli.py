@@ -38,11 +38,11 @@ def resolve_config(name_or_path: str) -> pathlib.Path:
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="make-tiny-checkpoint",
-        description="Write a DeepSeek-V4.1 checkpoint (config.json + sharded safetensors + index) with weights "
-        "drawn from a seed, in the released tensor names and storage formats.",
+        description="Write a DeepSeek-V4.1 or V4-Flash checkpoint (config.json + sharded safetensors + index) "
+        "with weights drawn from a seed, in the released tensor names and storage formats.",
     )
     parser.add_argument("--config", required=True, metavar="NAME_OR_PATH",
-                        help=f"built-in name ({', '.join(builtin_configs())}) or path of a V4.1 config.json")
+                        help=f"built-in name ({', '.join(builtin_configs())}) or path of a V4.1 / V4 config.json")
     parser.add_argument("--seed", required=True, type=int, help="non-negative integer; same seed, same bytes")
     parser.add_argument("--out", required=True, type=pathlib.Path, metavar="DIR", help="output directory")
     parser.add_argument("--shards", type=int, default=2, help="number of safetensors files (default 2)")

@@ -10,14 +10,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .model_config import Config, LayerRole, layer_plan
+from .model_config import Config, LayerRole, is_v4, layer_plan
 
 # Storage formats (MODEL.md §2.1).
 FP8_BLOCK32 = "fp8_block32"  # F8_E4M3 weight + E8M0 scale per 32x32 block, scale [ceil(out/32), ceil(in/32)]
+FP8_BLOCK128 = "fp8_block128"  # the same with 128x128 blocks (DeepSeek-V4-Flash)
 MXFP4 = "mxfp4"  # E2M1 pairs packed in a byte (low nibble = even column) + E8M0 scale per 32 columns
 FP8_ROWS32 = "fp8_rows32"  # F8_E4M3 table + E8M0 scale per row and 32 columns (Engram tables)
 BF16 = "bf16"
 F32 = "f32"
+I32 = "i32"  # integer table (V4 ffn.gate.tid2eid)
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,11 @@ def normal(mean: float, std: float) -> Init:
 
 def uniform(low: float, high: float) -> Init:
     return Init("uniform", (low + high) / 2, (high - low) / 2)
+
+
+def expert_ids(experts: int) -> Init:
+    """Each row: distinct expert ids drawn uniformly from [0, experts) (V4 tid2eid); `mean` holds the count."""
+    return Init("expert_ids", float(experts), 0.0)
 
 
 NORM_WEIGHT = normal(1.0, 0.1)
@@ -59,6 +66,10 @@ class TensorSpec:
 
 def checkpoint_inventory(config: Config) -> list[TensorSpec]:
     """All tensors of the backbone in a stable order: global tensors, then layer by layer."""
+    if is_v4(config):
+        from .inventory_v4 import checkpoint_inventory_v4  # noqa: PLC0415 -- inventory_v4 imports this module
+
+        return checkpoint_inventory_v4(config)
     specs = _global_tensors(config)
     for role in layer_plan(config):
         specs += _layer_tensors(config, role)

@@ -1,13 +1,15 @@
 """The config side of the generator: the numpy reference's reading of config.json and its layer plan and Engram
-prime rule (tests/reference/config.py, engram.py: one statement of MODEL.md §1.2 and §7 for both), plus the few
-limits the checkpoint storage formats add.
+prime rule (tests/reference/config.py, engram.py: one statement of MODEL.md §1.2 and §7 for both; config_v4.py for
+model_type `deepseek_v4`), plus the few limits the checkpoint storage formats add.
 """
 
 from __future__ import annotations
 
+import json
 import pathlib
 
 from tests.reference import config as reference_config
+from tests.reference import config_v4 as reference_config_v4
 from tests.reference import engram as reference_engram
 
 from .errors import TinyCheckpointError
@@ -15,6 +17,14 @@ from .errors import TinyCheckpointError
 Config = reference_config.Config
 LayerRole = reference_config.LayerRole
 layer_plan = reference_config.layer_plan
+ConfigV4 = reference_config_v4.ConfigV4
+LayerRoleV4 = reference_config_v4.LayerRoleV4
+layer_plan_v4 = reference_config_v4.layer_plan_v4
+
+
+def is_v4(config) -> bool:
+    """True for a DeepSeek-V4-Flash (deepseek_v4) config."""
+    return isinstance(config, ConfigV4)
 
 _POSITIVE_FIELDS = (
     "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "head_dim", "qk_rope_head_dim",
@@ -23,18 +33,29 @@ _POSITIVE_FIELDS = (
 )  # fmt: skip
 
 
-def load_config(path: pathlib.Path) -> Config:
+def load_config(path: pathlib.Path) -> Config | ConfigV4:
     """Read and validate the config.json at `path`; TinyCheckpointError naming the file and field at fault."""
     try:
-        config = reference_config.load_config(path)
-        reference_engram.check_table_rows(config)
+        if _is_v4_file(path):
+            config = reference_config_v4.load_config_v4(path)
+        else:
+            config = reference_config.load_config(path)
+            reference_engram.check_table_rows(config)
     except (reference_config.ConfigError, reference_engram.EngramError) as error:
         raise TinyCheckpointError(str(error)) from error
     _check_storage_limits(config)
     return config
 
 
-def _check_storage_limits(config: Config) -> None:
+def _is_v4_file(path: pathlib.Path) -> bool:
+    try:
+        document = json.loads(pathlib.Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False  # the V4.1 reader reports the file
+    return reference_config_v4.is_v4_document(document)
+
+
+def _check_storage_limits(config: Config | ConfigV4) -> None:
     def require(condition: bool, message: str) -> None:
         if not condition:
             raise TinyCheckpointError(f"{config.source}: {message}")
@@ -52,5 +73,5 @@ def _check_storage_limits(config: Config) -> None:
     for name in ("hidden_size", "moe_intermediate_size"):
         value = getattr(config, name)
         require(value % 32 == 0, f"{name} ({value}) must be a multiple of 32 (MXFP4 expert scale blocks)")
-    if config.engram_layer_ids:
+    if not is_v4(config) and config.engram_layer_ids:
         require(config.engram_head_dim > 0, f"engram_head_dim must be positive, got {config.engram_head_dim}")

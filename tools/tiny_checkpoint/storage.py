@@ -13,7 +13,9 @@ from dataclasses import dataclass
 import ml_dtypes
 import numpy as np
 
-from .inventory import BF16, F32, FP8_BLOCK32, FP8_ROWS32, MXFP4, TensorSpec
+from .inventory import BF16, F32, FP8_BLOCK32, FP8_BLOCK128, FP8_ROWS32, I32, MXFP4, TensorSpec
+
+FP8_TILE = {FP8_BLOCK32: 32, FP8_BLOCK128: 128}
 
 # E8M0 scales: `F8_E8M0` is what the released checkpoint uses; `U8` (raw exponent bytes) is what older tools
 # write. MODEL.md §2.4 asks loaders to accept both, so the generator can write either.
@@ -46,9 +48,14 @@ def stored_arrays(spec: TensorSpec, values: np.ndarray, options: StorageOptions)
         return [(spec.name, values.astype(np.float32))]
     if spec.storage == BF16:
         return [(spec.name, values.astype(ml_dtypes.bfloat16))]
+    if spec.storage == I32:
+        return [(spec.name, values.astype(np.int32))]
     scale_dtype = SCALE_DTYPES[options.scale_dtype]
     if spec.storage == FP8_BLOCK32:
         codes, scales = _formats().quantize_fp8_block32(values)
+        weight = _as_uint8(codes, spec).view(ml_dtypes.float8_e4m3fn)
+    elif spec.storage == FP8_BLOCK128:
+        codes, scales = _formats().quantize_fp8_tiles(values, FP8_TILE[FP8_BLOCK128])
         weight = _as_uint8(codes, spec).view(ml_dtypes.float8_e4m3fn)
     elif spec.storage == FP8_ROWS32:
         codes, scales = _formats().quantize_fp8_rows32(values)
@@ -71,19 +78,20 @@ def _as_uint8(array: np.ndarray, spec: TensorSpec) -> np.ndarray:
 
 def stored_tensor_count(spec: TensorSpec) -> int:
     """1, or 2 for a quantized tensor (weight + scale)."""
-    return 1 if spec.storage in (F32, BF16) else 2
+    return 1 if spec.storage in (F32, BF16, I32) else 2
 
 
 def stored_bytes(spec: TensorSpec) -> int:
     """Bytes `spec` occupies in the checkpoint, computed from its shape alone (no values drawn)."""
     count = math.prod(spec.shape)
-    if spec.storage == F32:
+    if spec.storage in (F32, I32):
         return 4 * count
     if spec.storage == BF16:
         return 2 * count
     rows, cols = spec.shape
-    if spec.storage == FP8_BLOCK32:
-        return count + math.ceil(rows / 32) * math.ceil(cols / 32)
+    if spec.storage in FP8_TILE:
+        tile = FP8_TILE[spec.storage]
+        return count + math.ceil(rows / tile) * math.ceil(cols / tile)
     if spec.storage == FP8_ROWS32:
         return count + rows * math.ceil(cols / 32)
     if spec.storage == MXFP4:
