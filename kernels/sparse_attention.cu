@@ -82,42 +82,43 @@ __device__ inline void mma_bf16(float* d, const uint32_t (&a)[4], uint32_t b0, u
 
 // Descriptor of a 128-byte-swizzled operand (layout type 1): start address, leading and stride byte offsets,
 // all in 16-byte units. The swizzle pattern repeats every 1024 B, so tiles start 1024-byte aligned.
-__device__ inline uint64_t sw128_descriptor(uint32_t address, uint32_t leading_bytes, uint32_t stride_bytes) {
+[[maybe_unused]] __device__ inline uint64_t sw128_descriptor(uint32_t address, uint32_t leading_bytes,
+                                                             uint32_t stride_bytes) {
   return static_cast<uint64_t>((address >> 4) & 0x3FFFu) |
          (static_cast<uint64_t>((leading_bytes >> 4) & 0x3FFFu) << 16) |
          (static_cast<uint64_t>((stride_bytes >> 4) & 0x3FFFu) << 32) | (uint64_t{1} << 62);
 }
 
-__device__ inline void wgmma_fence() {
+[[maybe_unused]] __device__ inline void wgmma_fence() {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #endif
 }
 
-__device__ inline void wgmma_commit() {
+[[maybe_unused]] __device__ inline void wgmma_commit() {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 #endif
 }
 
-__device__ inline void wgmma_wait_all() {
+[[maybe_unused]] __device__ inline void wgmma_wait_all() {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 #endif
 }
 
 // Orders this thread's ordinary shared-memory stores before later reads by the async proxy (wgmma).
-__device__ inline void fence_proxy_async() {
+[[maybe_unused]] __device__ inline void fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
 // Keeps the compiler from moving accesses of an accumulator across wgmma issue/wait.
-__device__ inline void fence_register(float& r) {
+[[maybe_unused]] __device__ inline void fence_register(float& r) {
   asm volatile("" : "+f"(r)::"memory");
 }
 
-__device__ inline void wgmma_m64n32k16(float (&d)[16], const uint32_t (&a)[4], uint64_t b_desc,
-                                       int accumulate) {
+[[maybe_unused]] __device__ inline void wgmma_m64n32k16(float (&d)[16], const uint32_t (&a)[4],
+                                                        uint64_t b_desc, int accumulate) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile(
       "{\n"
@@ -135,8 +136,8 @@ __device__ inline void wgmma_m64n32k16(float (&d)[16], const uint32_t (&a)[4], u
 #endif
 }
 
-__device__ inline void wgmma_m64n64k16(float (&d)[32], const uint32_t (&a)[4], uint64_t b_desc,
-                                       int accumulate) {
+[[maybe_unused]] __device__ inline void wgmma_m64n64k16(float (&d)[32], const uint32_t (&a)[4],
+                                                        uint64_t b_desc, int accumulate) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile(
       "{\n"
@@ -158,8 +159,8 @@ __device__ inline void wgmma_m64n64k16(float (&d)[32], const uint32_t (&a)[4], u
 #endif
 }
 
-__device__ inline void wgmma_m64n256k16_tb(float (&d)[128], const uint32_t (&a)[4], uint64_t b_desc,
-                                           int accumulate) {
+[[maybe_unused]] __device__ inline void wgmma_m64n256k16_tb(float (&d)[128], const uint32_t (&a)[4],
+                                                            uint64_t b_desc, int accumulate) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile(
       "{\n"
@@ -204,6 +205,16 @@ __device__ inline uint32_t bf16x2_bits(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   uint32_t bits;
   memcpy(&bits, &v, sizeof bits);
+  return bits;
+}
+
+__device__ inline uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
+  __nv_bfloat162 x, y;
+  memcpy(&x, &a, sizeof a);
+  memcpy(&y, &b, sizeof b);
+  const __nv_bfloat162 product = __hmul2(x, y);
+  uint32_t bits;
+  memcpy(&bits, &product, sizeof bits);
   return bits;
 }
 
@@ -303,9 +314,32 @@ __device__ inline void load_tile(const Layout& s, const KeySource& src, int tile
   }
 }
 
+// Eight BF16 values of the E2M1 codes in `codes` (nibble i = channel i) times the BF16 `scale` pair, as four
+// BF16x2 words: the magnitudes come from byte tables through PRMT (4 channels per instruction), the sign bit
+// is moved in, and one BF16x2 multiply per pair applies the scale (exact: at most 6 significant bits).
+__device__ inline void e2m1x8_to_bf16(uint32_t codes, uint32_t scale_pair, uint32_t (&out)[4]) {
+  // BF16 of the E2M1 magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6: low bytes and high bytes, indices 0-3 | 4-7
+  constexpr uint32_t kLowA = 0xC0800000u, kLowB = 0xC0804000u;
+  constexpr uint32_t kHighA = 0x3F3F3F00u, kHighB = 0x40404040u;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const uint32_t four = (codes >> (16 * half)) & 0xFFFFu;
+    const uint32_t select = four & 0x7777u;  // magnitudes (PRMT reads bit 3 of a selector as a mode bit)
+    const uint32_t low = __byte_perm(kLowA, kLowB, select);
+    const uint32_t high = __byte_perm(kHighA, kHighB, select);
+    uint32_t pair01 = __byte_perm(low, high, 0x5140u);
+    uint32_t pair23 = __byte_perm(low, high, 0x7362u);
+    pair01 |= ((four << 12) & 0x8000u) | ((four << 24) & 0x80000000u);  // signs: nibble bit 3 -> bit 15/31
+    pair23 |= ((four << 4) & 0x8000u) | ((four << 16) & 0x80000000u);
+    out[2 * half] = bf16x2_mul(pair01, scale_pair);
+    out[2 * half + 1] = bf16x2_mul(pair23, scale_pair);
+  }
+}
+
 // Decodes the loaded chunks to BF16 (exact: E4M3·2^e and E2M1·E4M3 have at most 6 significant bits) into the
 // tile buffer. Keys past the row's end decode to zeros (codes and scale 0), so P·V never meets stale data.
-template <int kKeys>
+// kLut: E2M1 through e2m1x8_to_bf16 instead of the fp32 decoder (same values).
+template <int kKeys, bool kLut = false>
 __device__ inline void store_tile(uint8_t* buffer, const KeySource& src, int tile,
                                   const TileRecords<kKeys>& r) {
 #pragma unroll
@@ -314,34 +348,39 @@ __device__ inline void store_tile(uint8_t* buffer, const KeySource& src, int til
     const int key = q / kChunksPerKey;
     const int chunk = q % kChunksPerKey;
     const bool fp8 = tile * kKeys + key < src.window_keys;
-    float v[kChunk];
     const uint32_t words[4] = {r.codes[i].x, r.codes[i].y, r.codes[i].z, r.codes[i].w};
-    if (fp8) {
-#pragma unroll
-      for (int w = 0; w < 4; ++w) {
-        float y[4];
-        kv_fast::e4m3x4_decode(words[w], r.scale[i], y);
-#pragma unroll
-        for (int j = 0; j < 4; ++j) v[4 * w + j] = y[j];
-      }
-    } else {
-#pragma unroll
-      for (int w = 0; w < 4; ++w) {
-        float y[4];
-        kv_fast::e2m1x4_decode(words[w / 2] >> (16 * (w % 2)), r.scale[i], y);
-#pragma unroll
-        for (int j = 0; j < 4; ++j) v[4 * w + j] = y[j];
-      }
-    }
     uint4 lo, hi;
-    lo.x = bf16x2_bits(v[0], v[1]);
-    lo.y = bf16x2_bits(v[2], v[3]);
-    lo.z = bf16x2_bits(v[4], v[5]);
-    lo.w = bf16x2_bits(v[6], v[7]);
-    hi.x = bf16x2_bits(v[8], v[9]);
-    hi.y = bf16x2_bits(v[10], v[11]);
-    hi.z = bf16x2_bits(v[12], v[13]);
-    hi.w = bf16x2_bits(v[14], v[15]);
+    if (kLut && !fp8) {
+      const uint32_t scale_pair = bf16x2_bits(r.scale[i], r.scale[i]);
+      uint32_t a[4], b[4];
+      e2m1x8_to_bf16(words[0], scale_pair, a);
+      e2m1x8_to_bf16(words[1], scale_pair, b);
+      lo = make_uint4(a[0], a[1], a[2], a[3]);
+      hi = make_uint4(b[0], b[1], b[2], b[3]);
+    } else {
+      float v[kChunk];
+      if (fp8) {
+#pragma unroll
+        for (int w = 0; w < 4; ++w) {
+          float y[4];
+          kv_fast::e4m3x4_decode(words[w], r.scale[i], y);
+#pragma unroll
+          for (int j = 0; j < 4; ++j) v[4 * w + j] = y[j];
+        }
+      } else {
+#pragma unroll
+        for (int w = 0; w < 4; ++w) {
+          float y[4];
+          kv_fast::e2m1x4_decode(words[w / 2] >> (16 * (w % 2)), r.scale[i], y);
+#pragma unroll
+          for (int j = 0; j < 4; ++j) v[4 * w + j] = y[j];
+        }
+      }
+      lo = make_uint4(bf16x2_bits(v[0], v[1]), bf16x2_bits(v[2], v[3]), bf16x2_bits(v[4], v[5]),
+                      bf16x2_bits(v[6], v[7]));
+      hi = make_uint4(bf16x2_bits(v[8], v[9]), bf16x2_bits(v[10], v[11]), bf16x2_bits(v[12], v[13]),
+                      bf16x2_bits(v[14], v[15]));
+    }
     *reinterpret_cast<uint4*>(buffer + tile_offset<kKeys>(key, 2 * chunk)) = lo;
     *reinterpret_cast<uint4*>(buffer + tile_offset<kKeys>(key, 2 * chunk + 1)) = hi;
   }
@@ -443,6 +482,7 @@ __device__ void compute_logits(const Layout& s, const KeySource& src, const uint
 // Pipelined wgmma (32-key tiles in two buffers): the tensor cores multiply tile t while every thread
 // dequantizes tile t + 1 into the other buffer. The two warpgroups' half dot products meet in shared memory
 // through atomic adds onto zeroed logits (a + b from 0 in either order is the same sum).
+template <bool kLut>
 __device__ void compute_logits_pipelined(const Layout& s, const KeySource& src, const uint16_t* q_row,
                                          int tiles) {
   constexpr int kKeys = kPipelinedKeys;
@@ -474,7 +514,7 @@ __device__ void compute_logits_pipelined(const Layout& s, const KeySource& src, 
   TileRecords<kKeys> records;
   if (tiles > 0) {
     load_tile(s, src, 0, records);
-    store_tile(s.tile, src, 0, records);
+    store_tile<kKeys, kLut>(s.tile, src, 0, records);
   }
   __syncthreads();  // tile 0 and the zeroed logits
   for (int tile = 0; tile < tiles; ++tile) {
@@ -492,7 +532,7 @@ __device__ void compute_logits_pipelined(const Layout& s, const KeySource& src, 
     wgmma_commit();
     if (tile + 1 < tiles) {  // overlaps the multiplication
       load_tile(s, src, tile + 1, records);
-      store_tile(s.tile + ((tile + 1) & 1) * kBufferBytes, src, tile + 1, records);
+      store_tile<kKeys, kLut>(s.tile + ((tile + 1) & 1) * kBufferBytes, src, tile + 1, records);
     }
     wgmma_wait_all();
 #pragma unroll
@@ -690,6 +730,7 @@ __device__ void compute_output_wgmma(const Layout& s, const KeySource& src, int 
 
 // Pipelined wgmma P·V: as compute_output_wgmma on 32-key tiles, dequantizing tile t + 1 while tile t is
 // multiplied.
+template <bool kLut>
 __device__ void compute_output_pipelined(const Layout& s, const KeySource& src, int tiles,
                                          uint16_t* out_row) {
   constexpr int kKeys = kPipelinedKeys;
@@ -707,7 +748,7 @@ __device__ void compute_output_pipelined(const Layout& s, const KeySource& src, 
   TileRecords<kKeys> records;
   if (tiles > 0) {
     load_tile(s, src, 0, records);
-    store_tile(s.tile, src, 0, records);
+    store_tile<kKeys, kLut>(s.tile, src, 0, records);
   }
   __syncthreads();
   for (int tile = 0; tile < tiles; ++tile) {
@@ -727,7 +768,7 @@ __device__ void compute_output_pipelined(const Layout& s, const KeySource& src, 
     wgmma_commit();
     if (tile + 1 < tiles) {
       load_tile(s, src, tile + 1, records);
-      store_tile(s.tile + ((tile + 1) & 1) * kBufferBytes, src, tile + 1, records);
+      store_tile<kKeys, kLut>(s.tile + ((tile + 1) & 1) * kBufferBytes, src, tile + 1, records);
     }
     wgmma_wait_all();
 #pragma unroll
@@ -792,8 +833,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint16_t* q_row = args.q + row * kHeads * kDim;
   uint16_t* out_row = args.out + row * kHeads * kDim;
   const int small_tiles = (src.total + kPipelinedKeys - 1) / kPipelinedKeys;
-  if constexpr (kLogits == 2) {
-    compute_logits_pipelined(s, src, q_row, small_tiles);
+  if constexpr (kLogits == 2 || kLogits == 4) {
+    compute_logits_pipelined<kLogits == 4>(s, src, q_row, small_tiles);
   } else {
     compute_logits<kLogits == 1>(s, src, q_row, tiles);
   }
@@ -805,7 +846,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   } else if constexpr (kOutput == 3) {
     compute_output_wgmma<true>(s, src, tiles, out_row);
   } else {
-    compute_output_pipelined(s, src, small_tiles, out_row);
+    compute_output_pipelined<kOutput == 4>(s, src, small_tiles, out_row);
   }
 }
 
@@ -850,6 +891,8 @@ void sparse_attention(const SparseAttentionArgs& args, cudaStream_t stream, Spar
       return launch<1, 1>(args, key_stride, scale, stream);
     case SparseAttentionVariant::kWgmmaPipelined:
       return launch<2, 2>(args, key_stride, scale, stream);
+    case SparseAttentionVariant::kWgmmaPipelinedLut:
+      return launch<4, 4>(args, key_stride, scale, stream);
     case SparseAttentionVariant::kDiagnosticWgmmaLogits:
       return launch<1, 0>(args, key_stride, scale, stream);
     case SparseAttentionVariant::kDiagnosticWgmmaOutput:

@@ -58,6 +58,7 @@ enum class SparseAttentionVariant {
   kMmaSync,  // warp-level mma.sync m16n8k16 (ldmatrix operands)
   kWgmma,    // warpgroup wgmma (sm_90a): Q and P from registers, K/V tiles through shared-memory descriptors
   kWgmmaPipelined,  // wgmma on 32-key tiles in two buffers: dequantization of the next tile overlaps the MMA
+  kWgmmaPipelinedLut,  // kWgmmaPipelined with E2M1 decoded by byte tables (PRMT) and BF16x2 multiplies
   // Diagnostics: one phase (Q·Kᵀ logits or P·V output) by wgmma / pipelined wgmma, the other by mma.sync.
   kDiagnosticWgmmaLogits,
   kDiagnosticWgmmaOutput,
