@@ -10,6 +10,7 @@
 
 #include "tokenizer/byte_level.hpp"
 #include "tokenizer/tokenizer_data.hpp"
+#include "tokenizer/tokenizer_json_reader.hpp"
 
 namespace flashkv::tokenizer {
 namespace {
@@ -84,19 +85,6 @@ void check_model_options(const json& model, const Context& ctx) {
   }
 }
 
-// One line of "merges": "left right" (older files) or ["left", "right"].
-std::pair<std::string, std::string> merge_parts(const json& line, const Context& ctx) {
-  if (line.is_array() && line.size() == 2) return {line[0].get<std::string>(), line[1].get<std::string>()};
-  if (line.is_string()) {
-    const std::string s = line.get<std::string>();
-    const std::size_t space = s.find(' ');
-    if (space != std::string::npos && s.find(' ', space + 1) == std::string::npos) {
-      return {s.substr(0, space), s.substr(space + 1)};
-    }
-  }
-  ctx.invalid("merge line " + line.dump());
-}
-
 void ensure_id(TokenizerData& d, int32_t id, const Context& ctx) {
   if (id < 0 || id > (1 << 30)) ctx.invalid("token id " + std::to_string(id));
   const auto size = static_cast<std::size_t>(id) + 1;
@@ -106,12 +94,16 @@ void ensure_id(TokenizerData& d, int32_t id, const Context& ctx) {
   }
 }
 
-void parse_model(const json& model, TokenizerData& d, const Context& ctx) {
+void parse_model(const TokenizerJsonDocument& doc, TokenizerData& d, const Context& ctx) {
+  const json& model = doc.rest.at("model");
   check_model_options(model, ctx);
-  const json& vocab = model.at("vocab");
+  if (!doc.has_vocab || !doc.has_merges) ctx.invalid("model has no vocab or no merges");
+  d.ids.reserve(doc.vocab.size() + 2048);
   std::unordered_map<std::string, int32_t> by_bytes;
-  for (const auto& [token, id_json] : vocab.items()) {
-    const auto id = id_json.get<int32_t>();
+  by_bytes.reserve(doc.vocab.size());
+  for (const auto& [token, id64] : doc.vocab) {
+    // out-of-range ids stay out of range (ensure_id rejects them) without overflowing int32_t
+    const auto id = static_cast<int32_t>(std::clamp<int64_t>(id64, -1, (int64_t{1} << 30) + 1));
     ensure_id(d, id, ctx);
     d.tokens[static_cast<std::size_t>(id)] = token;
     d.kinds[static_cast<std::size_t>(id)] = TokenKind::kModel;
@@ -130,14 +122,15 @@ void parse_model(const json& model, TokenizerData& d, const Context& ctx) {
     const auto it = by_bytes.find(std::string(1, static_cast<char>(b)));
     byte_ids[static_cast<std::size_t>(b)] = it != by_bytes.end() ? it->second : unk.value_or(-1);
   }
-  const json& merges = model.at("merges");
-  MergeTable table(merges.size());
+  MergeTable table(doc.merges.size());
   int32_t rank = 0;
-  for (const json& line : merges) {
-    const auto [left, right] = merge_parts(line, ctx);
-    const auto l = d.ids.find(left), r = d.ids.find(right), m = d.ids.find(left + right);
-    if (l == d.ids.end() || r == d.ids.end() || m == d.ids.end())
-      ctx.invalid("merge of unknown tokens " + line.dump());
+  std::string merged;
+  for (const auto& [left, right] : doc.merges) {
+    merged.assign(left).append(right);
+    const auto l = d.ids.find(left), r = d.ids.find(right), m = d.ids.find(merged);
+    if (l == d.ids.end() || r == d.ids.end() || m == d.ids.end()) {
+      ctx.invalid(fmt::format("merge of unknown tokens \"{} {}\"", left, right));
+    }
     table.insert(l->second, r->second, Merge{rank++, m->second});
   }
   d.bpe = BpeModel(byte_ids, std::move(table), model.value("ignore_merges", false), std::move(by_bytes));
@@ -191,14 +184,15 @@ json parse_json(std::string_view text, std::string_view what, const Context& ctx
 TokenizerData load_tokenizer_data(std::string_view tokenizer_json, std::string_view config_json,
                                   std::string_view origin) {
   const Context ctx{origin};
-  const json j = parse_json(tokenizer_json, "tokenizer.json", ctx);
+  const TokenizerJsonDocument doc = read_tokenizer_json(tokenizer_json, origin);
+  const json& j = doc.rest;
   TokenizerData d;
   try {
     check_normalizer(j.value("normalizer", json()), ctx);
     d.pre_tokenizer = parse_pre_tokenizer(j.value("pre_tokenizer", json()), ctx);
     if (type_of(j.value("decoder", json())) != "ByteLevel")
       ctx.unsupported("decoder", j.value("decoder", json()));
-    parse_model(j.at("model"), d, ctx);
+    parse_model(doc, d, ctx);
     parse_added_tokens(j.value("added_tokens", json::array()), d, ctx);
     if (!config_json.empty()) {
       const json config = parse_json(config_json, "tokenizer_config.json", ctx);

