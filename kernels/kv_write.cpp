@@ -29,8 +29,9 @@ void check_pointer(const char* fn, const char* name, const void* p) {
 void check_common(const char* fn, KvNumerics numerics, int dim, const RopeParams& rope, const float* weight,
                   double eps) {
   check_dim(fn, "dim", dim);
-  if (rope.rope_dim <= 0 || rope.rope_dim % 2 != 0 || rope.rope_dim > dim) {
-    fail(ErrorCode::kInvalidArgument, "{}: rope_dim = {} is not even in (0, {}]", fn, rope.rope_dim, dim);
+  if (rope.rope_dim <= 0 || rope.rope_dim % 2 != 0 || rope.rope_dim > dim || rope.rope_dim > 64) {
+    fail(ErrorCode::kInvalidArgument, "{}: rope_dim = {} is not even in (0, min({}, 64)]", fn, rope.rope_dim,
+         dim);
   }
   if (rope.freqs == nullptr) fail(ErrorCode::kInvalidArgument, "{}: rope.freqs is null", fn);
   check_pointer(fn, "norm_weight", weight);

@@ -174,7 +174,7 @@ __device__ double sum_of_squares(const float (&x)[kChannels], int first_lane) {
   bool finite = true;
 #pragma unroll
   for (int i = 0; i < kChannels; ++i) {
-    local = __dadd_rn(local, square(x[i]));
+    local = __fma_rn(static_cast<double>(x[i]), static_cast<double>(x[i]), local);  // = local + x² (exact)
     finite = finite && isfinite(x[i]);
     if (x[i] != 0.0f && isfinite(x[i])) lowest = min(lowest, lowest_bit_exponent(x[i]));
   }
@@ -235,42 +235,65 @@ __device__ void rms_norm_chunk(float (&x)[kChannels], const float* weight, doubl
 // ---- RoPE (rope.cpp), forward, heads = 1
 // --------------------------------------------------------------------
 
-// Rotates this lane's pairs that fall in the last rope_dim channels by position·f_i: faithful angles are fp32
-// products and cos/sin are rounded to fp32, then the rotated pair to fp32 and BF16; clean keeps doubles.
+// Pairs of one row a table holds: rope_dim <= 64 (validated), and no more pairs than the row has.
+template <int kDim>
+constexpr int kRopePairs = kDim / 2 < 32 ? kDim / 2 : 32;
+
+// cos and sin of position·f_i: faithful angles are fp32 products and cos/sin are rounded to fp32 (as the
+// reference's fp32 tables), clean ones double.
 template <bool kFaithful>
+__device__ double2 rope_angle(int64_t position, double freq) {
+  double sine, cosine;
+  if (kFaithful) {
+    const float angle = __fmul_rn(__ll2float_rn(position), static_cast<float>(freq));
+    sincos(static_cast<double>(angle), &sine, &cosine);
+    return make_double2(__double2float_rn(cosine), __double2float_rn(sine));
+  }
+  sincos(__dmul_rn(static_cast<double>(position), freq), &sine, &cosine);
+  return make_double2(cosine, sine);
+}
+
+// Rotates the row's last rope_dim channels by position·f_i. The row's lanes first compute the cos/sin table
+// together (pair p on lane p mod kLanes) into `table` (this row's slice of shared memory), since the rotated
+// channels sit on a few lanes only; the owning lanes then rotate their pairs: the product in double rounded
+// to fp32, then BF16 when faithful.
+template <int kLanes, bool kFaithful>
 __device__ void rope_chunk(float (&x)[kChannels], int64_t position, const RopeParams& rope, int dim,
-                           int lane_in_row) {
+                           int lane_in_row, double2* table) {
+  const int pairs = rope.rope_dim / 2;
+  for (int p = lane_in_row; p < pairs; p += kLanes)
+    table[p] = rope_angle<kFaithful>(position, __ldg(rope.freqs + p));
+  __syncwarp();
   const int first_rotated = dim - rope.rope_dim;
   const int chunk_first = lane_in_row * kChannels;
-  if (chunk_first + kChannels <= first_rotated) return;
+  if (chunk_first + kChannels > first_rotated) {
 #pragma unroll
-  for (int k = 0; k < kChannels / 2; ++k) {
-    const int channel = chunk_first + 2 * k;
-    if (channel < first_rotated) continue;
-    const double freq = rope.freqs[(channel - first_rotated) / 2];
-    double c, s;
-    if (kFaithful) {
-      const float angle = __fmul_rn(__ll2float_rn(position), static_cast<float>(freq));
-      double sine, cosine;
-      sincos(static_cast<double>(angle), &sine, &cosine);
-      c = __double2float_rn(cosine);
-      s = __double2float_rn(sine);
-    } else {
-      sincos(__dmul_rn(static_cast<double>(position), freq), &s, &c);
+    for (int k = 0; k < kChannels / 2; ++k) {
+      const int channel = chunk_first + 2 * k;
+      if (channel < first_rotated) continue;
+      const double2 cs = table[(channel - first_rotated) / 2];
+      const double re = x[2 * k], im = x[2 * k + 1];
+      const float out_re = __double2float_rn(__dsub_rn(__dmul_rn(re, cs.x), __dmul_rn(im, cs.y)));
+      const float out_im = __double2float_rn(__dadd_rn(__dmul_rn(re, cs.y), __dmul_rn(im, cs.x)));
+      x[2 * k] = kFaithful ? round_bf16(out_re) : out_re;
+      x[2 * k + 1] = kFaithful ? round_bf16(out_im) : out_im;
     }
-    const double re = x[2 * k], im = x[2 * k + 1];
-    const float out_re = __double2float_rn(__dsub_rn(__dmul_rn(re, c), __dmul_rn(im, s)));
-    const float out_im = __double2float_rn(__dadd_rn(__dmul_rn(re, s), __dmul_rn(im, c)));
-    x[2 * k] = kFaithful ? round_bf16(out_re) : out_re;
-    x[2 * k + 1] = kFaithful ? round_bf16(out_im) : out_im;
   }
+  __syncwarp();  // the table is rewritten for the warp's next row
 }
+
+// This row's slice of the CTA's RoPE tables (one slice per row of each warp).
+template <int kDim>
+struct RopeTables {
+  static constexpr int kRowsPerWarp = 32 / (kDim / kChannels);
+  double2 slices[kThreads / 32][kRowsPerWarp][kRopePairs<kDim>];
+};
 
 // ---- compressor pooling (compressor.cpp), ratio 2
 // -------------------------------------------------------------
 
 // pooled = Σ_t softmax_t(g)·v over the pair, in the CPU's double expression; fp32, then BF16 when faithful.
-__device__ float pool_pair(float v0, float g0, float v1, float g1, bool faithful) {
+__device__ float cpu_pool_value(float v0, float g0, float v1, float g1, bool faithful) {
   const double peak = static_cast<double>(g0) < static_cast<double>(g1) ? g1 : g0;  // std::max(g0, g1)
   const double w0 = exp(__dsub_rn(g0, peak));
   const double w1 = exp(__dsub_rn(g1, peak));
@@ -279,6 +302,32 @@ __device__ float pool_pair(float v0, float g0, float v1, float g1, bool faithful
   value = __dadd_rn(value, __dmul_rn(__ddiv_rn(w1, sum), static_cast<double>(v1)));
   const float f = __double2float_rn(value);
   return faithful ? round_bf16(f) : f;
+}
+
+// Faithful pooled value through an fp32 estimate (v_max + e·v_min)/(1 + e), e = exp(g_min − g_max): its error
+// is below 2^-19·(|v0| + |v1|) (expf within 2 ulp, the fp32 difference of the logits, four roundings; e·|Δg|
+// <= 1/e bounds the effect of the rounded difference), so when it is farther than that (plus an fp32 ulp)
+// from every BF16 rounding midpoint, the exact value, the CPU's double value and its fp32 rounding all round
+// to the same BF16. Otherwise (cancellation, near-midpoints: ~1% of values) the CPU's double expression
+// decides.
+__device__ float faithful_pool_value(float v0, float g0, float v1, float g1) {
+  const bool first_is_peak = !(g0 < g1);
+  const float v_max = first_is_peak ? v0 : v1, v_min = first_is_peak ? v1 : v0;
+  const float e = expf(__fsub_rn(first_is_peak ? g1 : g0, first_is_peak ? g0 : g1));
+  const float estimate = __fdiv_rn(__fmaf_rn(e, v_min, v_max), __fadd_rn(1.0f, e));
+  const float magnitude = fabsf(estimate);
+  const float rounded = round_bf16(estimate);
+  const float off = fabsf(__fsub_rn(estimate, rounded));  // exact (Sterbenz)
+  // half a BF16 ulp at |estimate| (the BF16 significand has 8 bits)
+  const float half = __uint_as_float((__float_as_uint(magnitude) & 0x7f800000u) - (8u << 23));
+  const float midpoint_distance = fminf(half - off, off + 0.5f * half);
+  const float bound = __fmaf_rn(0x1p-19f, fabsf(v0) + fabsf(v1), 0x1p-22f * magnitude);
+  if (magnitude >= 0x1p-100f && magnitude < 0x1p100f && midpoint_distance > bound) return rounded;
+  return cpu_pool_value(v0, g0, v1, g1, true);
+}
+
+__device__ float pool_pair(float v0, float g0, float v1, float g1, bool faithful) {
+  return faithful ? faithful_pool_value(v0, g0, v1, g1) : cpu_pool_value(v0, g0, v1, g1, false);
 }
 
 // ---- record encoders: this lane's 16 channels of one record
@@ -388,6 +437,9 @@ struct RowLanes {
     first_lane = lane - lane_in_row;
     row_in_warp = lane / kLanes;
   }
+  __device__ double2* table(RopeTables<kDim>& tables) const {
+    return tables.slices[threadIdx.x / 32][row_in_warp];
+  }
 };
 
 // Grid-stride loop over rows [0, n) in steps of one row per lane group; the trip count is warp-uniform.
@@ -406,13 +458,14 @@ __device__ void for_each_row(int64_t n, const Body& body) {
 template <int kDim, bool kFaithful>
 __global__ void __launch_bounds__(kThreads) window_write_kernel(WindowWriteArgs a) {
   constexpr int kLanes = RowLanes<kDim>::kLanes;
+  __shared__ RopeTables<kDim> tables;
   const size_t record_bytes = kFaithful ? nm::fp8_row_bytes(kDim) : kDim * sizeof(float);
   for_each_row<kDim>(a.n, [&](int64_t row, bool active, const RowLanes<kDim>& lanes) {
     float x[kChannels];
     load_chunk(a.kv.data, a.kv.type, row, kDim, lanes.lane_in_row, x);
     const int64_t position = a.start + row;
     rms_norm_chunk<kLanes, kFaithful>(x, a.norm_weight, a.eps, kDim, lanes.lane_in_row, lanes.first_lane);
-    rope_chunk<kFaithful>(x, position, a.rope, kDim, lanes.lane_in_row);
+    rope_chunk<kLanes, kFaithful>(x, position, a.rope, kDim, lanes.lane_in_row, lanes.table(tables));
     if (a.records != nullptr) {
       store_record<RecordKind::kWindow, kFaithful>(a.records + static_cast<size_t>(row) * record_bytes, kDim,
                                                    lanes.lane_in_row, x, active);
@@ -432,6 +485,7 @@ template <int kDim, bool kFaithful>
 __global__ void __launch_bounds__(kThreads)
     compressor_write_kernel(CompressorWriteArgs a, int64_t first, int64_t count) {
   constexpr int kLanes = RowLanes<kDim>::kLanes;
+  __shared__ RopeTables<kDim> tables;
   for_each_row<kDim>(count, [&](int64_t index, bool active, const RowLanes<kDim>& lanes) {
     const int64_t entry = first + index;
     float x[kChannels];
@@ -462,7 +516,7 @@ __global__ void __launch_bounds__(kThreads)
         store_f32_chunk(static_cast<float*>(a.latents) + offset, x);
       }
     }
-    rope_chunk<kFaithful>(x, entry * a.ratio, a.rope, kDim, lanes.lane_in_row);
+    rope_chunk<kLanes, kFaithful>(x, entry * a.ratio, a.rope, kDim, lanes.lane_in_row, lanes.table(tables));
     store_record<RecordKind::kEntry, kFaithful>(record_address(a.entries, entry), kDim, lanes.lane_in_row, x,
                                                 active);
   });
@@ -471,12 +525,13 @@ __global__ void __launch_bounds__(kThreads)
 template <int kDim, bool kFaithful>
 __global__ void __launch_bounds__(kThreads) index_key_write_kernel(IndexKeyWriteArgs a) {
   constexpr int kLanes = RowLanes<kDim>::kLanes;
+  __shared__ RopeTables<kDim> tables;
   for_each_row<kDim>(a.count, [&](int64_t index, bool active, const RowLanes<kDim>& lanes) {
     const int64_t entry = a.first_entry + index;
     float x[kChannels];
     load_chunk(a.keys.data, a.keys.type, index, kDim, lanes.lane_in_row, x);
     rms_norm_chunk<kLanes, kFaithful>(x, a.norm_weight, a.eps, kDim, lanes.lane_in_row, lanes.first_lane);
-    rope_chunk<kFaithful>(x, entry * a.ratio, a.rope, kDim, lanes.lane_in_row);
+    rope_chunk<kLanes, kFaithful>(x, entry * a.ratio, a.rope, kDim, lanes.lane_in_row, lanes.table(tables));
     store_record<RecordKind::kKey, kFaithful>(record_address(a.records, entry), kDim, lanes.lane_in_row, x,
                                               active);
   });

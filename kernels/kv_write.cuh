@@ -29,7 +29,8 @@
 //     whose records fit one page, or whose pages are consecutive, is one flat array as on the CPU).
 //
 // Contract common to the launchers:
-//   - dim (and key_dim) is 32, 64, 128, 256 or 512; rope_dim is even, 0 < rope_dim <= dim; the rotated
+//   - dim (and key_dim) is 32, 64, 128, 256 or 512; rope_dim is even, 0 < rope_dim <= min(dim, 64); the
+//   rotated
 //     channels are the last rope_dim of the row (heads = 1), pair i = channels (dim-rope_dim+2i, +2i+1).
 //   - Input rows are dense [rows, dim], 16-byte aligned: fp32 or BF16 bits (RowType). Faithful inputs are
 //     what the CPU's faithful GEMMs produce (BF16-valued, except the fp32 ratio-2 v and g).
