@@ -7,6 +7,7 @@
 #include <random>
 #include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <flashkv/error.hpp>
@@ -211,6 +212,26 @@ TEST_CASE("tokenizer detokenizer streams exactly decode's text, never half a cha
     CHECK(stream.pending_bytes() == 0);
     CHECK(streamed == t.decode(ids, skip_special));
   }
+}
+
+TEST_CASE("tokenizer shared by threads encodes as it does alone", "[tokenizer]") {
+  const uint64_t seed = fresh_seed();
+  INFO("seed " << seed);
+  std::mt19937_64 gen(seed);
+  const flashkv::Tokenizer shared = flashkv::Tokenizer::from_json(tiny_tokenizer_json());  // fresh word cache
+  std::vector<std::string> texts;
+  for (int i = 0; i < 64; ++i) texts.push_back(random_ascii(gen, 200) + "你好 ¿qué?");
+  std::vector<std::vector<int32_t>> expected;
+  for (const std::string& text : texts) expected.push_back(tiny().encode(text));
+  std::vector<std::vector<std::vector<int32_t>>> got(4);
+  std::vector<std::thread> threads;
+  for (std::size_t t = 0; t < got.size(); ++t) {
+    threads.emplace_back([&, t] {
+      for (const std::string& text : texts) got[t].push_back(shared.encode(text));
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (const auto& results : got) CHECK(results == expected);
 }
 
 TEST_CASE("tokenizer errors carry their codes", "[tokenizer]") {
