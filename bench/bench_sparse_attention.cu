@@ -126,8 +126,7 @@ int main() {
       const char* name;
     } variants[] = {{fc::SparseAttentionVariant::kMmaSync, "mma"},
                     {fc::SparseAttentionVariant::kWgmma, "wgmma"},
-                    {fc::SparseAttentionVariant::kWgmmaPipelined, "wgmma_pipelined"},
-                    {fc::SparseAttentionVariant::kWgmmaPipelinedLut, "wgmma_pipelined_lut"}};
+                    {fc::SparseAttentionVariant::kWgmmaPipelined, "wgmma_pipelined"}};
     for (const auto& v : variants) {
       for (int batch : {1, 2, 4, 8, 16, 32, 64, 128, 132, 256}) {
         fc::SparseAttentionArgs args;

@@ -292,6 +292,12 @@ struct KeySource {
 
 // Chunk i of this thread: key (tid + 256 i) / 32 of the tile, 16-channel chunk (tid mod 32). A warp reads
 // one key row's record contiguously.
+// The E4M3 value of `code` (NaN codes give NaN): the hardware E4M3 -> f16 conversion is exact.
+__device__ inline float e4m3_value(uint8_t code) {
+  const __half_raw h = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(code), __NV_E4M3);
+  return __half2float(__half(h));
+}
+
 template <int kKeys>
 __device__ inline void load_tile(const Layout& s, const KeySource& src, int tile, TileRecords<kKeys>& r) {
 #pragma unroll
@@ -309,7 +315,7 @@ __device__ inline void load_tile(const Layout& s, const KeySource& src, int tile
       const uint8_t* record = src.entry_records + static_cast<size_t>(s.keys[t]) * kNvfp4RecordBytes;
       const uint2 codes = __ldg(reinterpret_cast<const uint2*>(record + chunk * (kChunk / 2)));
       r.codes[i] = make_uint4(codes.x, codes.y, 0, 0);
-      r.scale[i] = numeric::e4m3_to_float(__ldg(record + kDim / 2 + chunk));
+      r.scale[i] = e4m3_value(__ldg(record + kDim / 2 + chunk));
     }
   }
 }
@@ -336,10 +342,27 @@ __device__ inline void e2m1x8_to_bf16(uint32_t codes, uint32_t scale_pair, uint3
   }
 }
 
+// Four BF16x2 words of the E4M3 codes in `codes` (byte i = channel i) times `scale_pair` (BF16 2^k, twice):
+// the exact E4M3 -> f16 conversion, then the f16 bits shifted into BF16 position (value·2^-112, a normal
+// BF16 for every non-zero code, 0 for 0), then two exact BF16x2 multiplies by 2^112 and 2^k.
+__device__ inline void e4m3x4_to_bf16(uint32_t codes, uint32_t scale_pair, uint32_t (&out)[2]) {
+  constexpr uint32_t kTwoTo112 = 0x77807780u;  // BF16 2^112, twice
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const __half2_raw h2 = __nv_cvt_fp8x2_to_halfraw2(
+        static_cast<__nv_fp8x2_storage_t>((codes >> (16 * half)) & 0xFFFFu), __NV_E4M3);
+    uint32_t bits;
+    memcpy(&bits, &h2, sizeof bits);
+    const uint32_t shifted = ((bits & 0x7FFF7FFFu) >> 3) | (bits & 0x80008000u);
+    out[half] = bf16x2_mul(bf16x2_mul(shifted, kTwoTo112), scale_pair);
+  }
+}
+
 // Decodes the loaded chunks to BF16 (exact: E4M3·2^e and E2M1·E4M3 have at most 6 significant bits) into the
 // tile buffer. Keys past the row's end decode to zeros (codes and scale 0), so P·V never meets stale data.
-// kLut: E2M1 through e2m1x8_to_bf16 instead of the fp32 decoder (same values).
-template <int kKeys, bool kLut = false>
+// kFastDecode: both formats decoded in BF16 pairs (e4m3x4_to_bf16, e2m1x8_to_bf16: ~2.5 instructions per
+// channel); otherwise through the fp32 decoders of kv_element_codecs.cuh (~6-10), kept as the reference path.
+template <int kKeys, bool kFastDecode = true>
 __device__ inline void store_tile(uint8_t* buffer, const KeySource& src, int tile,
                                   const TileRecords<kKeys>& r) {
 #pragma unroll
@@ -350,13 +373,23 @@ __device__ inline void store_tile(uint8_t* buffer, const KeySource& src, int til
     const bool fp8 = tile * kKeys + key < src.window_keys;
     const uint32_t words[4] = {r.codes[i].x, r.codes[i].y, r.codes[i].z, r.codes[i].w};
     uint4 lo, hi;
-    if (kLut && !fp8) {
-      const uint32_t scale_pair = bf16x2_bits(r.scale[i], r.scale[i]);
-      uint32_t a[4], b[4];
-      e2m1x8_to_bf16(words[0], scale_pair, a);
-      e2m1x8_to_bf16(words[1], scale_pair, b);
-      lo = make_uint4(a[0], a[1], a[2], a[3]);
-      hi = make_uint4(b[0], b[1], b[2], b[3]);
+    if (kFastDecode) {
+      const uint32_t scale_pair = bf16x2_bits(r.scale[i], r.scale[i]);  // exact: 2^k or an E4M3 value
+      if (fp8) {
+        uint32_t a[2], b[2], c[2], d[2];
+        e4m3x4_to_bf16(words[0], scale_pair, a);
+        e4m3x4_to_bf16(words[1], scale_pair, b);
+        e4m3x4_to_bf16(words[2], scale_pair, c);
+        e4m3x4_to_bf16(words[3], scale_pair, d);
+        lo = make_uint4(a[0], a[1], b[0], b[1]);
+        hi = make_uint4(c[0], c[1], d[0], d[1]);
+      } else {
+        uint32_t a[4], b[4];
+        e2m1x8_to_bf16(words[0], scale_pair, a);
+        e2m1x8_to_bf16(words[1], scale_pair, b);
+        lo = make_uint4(a[0], a[1], a[2], a[3]);
+        hi = make_uint4(b[0], b[1], b[2], b[3]);
+      }
     } else {
       float v[kChunk];
       if (fp8) {
@@ -417,7 +450,7 @@ __device__ void compute_logits(const Layout& s, const KeySource& src, const uint
   TileRecords<kTileKeys> records;
   if (tiles > 0) load_tile(s, src, 0, records);
   for (int tile = 0; tile < tiles; ++tile) {
-    store_tile(s.tile, src, tile, records);
+    store_tile<kTileKeys, kWgmma>(s.tile, src, tile, records);
     __syncthreads();  // tile complete; the previous tile's partial sums are in
     if (tile + 1 < tiles) load_tile(s, src, tile + 1, records);
 
@@ -482,7 +515,6 @@ __device__ void compute_logits(const Layout& s, const KeySource& src, const uint
 // Pipelined wgmma (32-key tiles in two buffers): the tensor cores multiply tile t while every thread
 // dequantizes tile t + 1 into the other buffer. The two warpgroups' half dot products meet in shared memory
 // through atomic adds onto zeroed logits (a + b from 0 in either order is the same sum).
-template <bool kLut>
 __device__ void compute_logits_pipelined(const Layout& s, const KeySource& src, const uint16_t* q_row,
                                          int tiles) {
   constexpr int kKeys = kPipelinedKeys;
@@ -514,7 +546,7 @@ __device__ void compute_logits_pipelined(const Layout& s, const KeySource& src, 
   TileRecords<kKeys> records;
   if (tiles > 0) {
     load_tile(s, src, 0, records);
-    store_tile<kKeys, kLut>(s.tile, src, 0, records);
+    store_tile<kKeys>(s.tile, src, 0, records);
   }
   __syncthreads();  // tile 0 and the zeroed logits
   for (int tile = 0; tile < tiles; ++tile) {
@@ -532,7 +564,7 @@ __device__ void compute_logits_pipelined(const Layout& s, const KeySource& src, 
     wgmma_commit();
     if (tile + 1 < tiles) {  // overlaps the multiplication
       load_tile(s, src, tile + 1, records);
-      store_tile<kKeys, kLut>(s.tile + ((tile + 1) & 1) * kBufferBytes, src, tile + 1, records);
+      store_tile<kKeys>(s.tile + ((tile + 1) & 1) * kBufferBytes, src, tile + 1, records);
     }
     wgmma_wait_all();
 #pragma unroll
@@ -650,7 +682,7 @@ __device__ void compute_output_mma(const Layout& s, const KeySource& src, int ti
   TileRecords<kTileKeys> records;
   if (tiles > 0) load_tile(s, src, 0, records);
   for (int tile = 0; tile < tiles; ++tile) {
-    store_tile(s.tile, src, tile, records);
+    store_tile<kTileKeys, false>(s.tile, src, tile, records);
     __syncthreads();
     if (tile + 1 < tiles) load_tile(s, src, tile + 1, records);
 #pragma unroll
@@ -730,7 +762,6 @@ __device__ void compute_output_wgmma(const Layout& s, const KeySource& src, int 
 
 // Pipelined wgmma P·V: as compute_output_wgmma on 32-key tiles, dequantizing tile t + 1 while tile t is
 // multiplied.
-template <bool kLut>
 __device__ void compute_output_pipelined(const Layout& s, const KeySource& src, int tiles,
                                          uint16_t* out_row) {
   constexpr int kKeys = kPipelinedKeys;
@@ -748,7 +779,7 @@ __device__ void compute_output_pipelined(const Layout& s, const KeySource& src, 
   TileRecords<kKeys> records;
   if (tiles > 0) {
     load_tile(s, src, 0, records);
-    store_tile<kKeys, kLut>(s.tile, src, 0, records);
+    store_tile<kKeys>(s.tile, src, 0, records);
   }
   __syncthreads();
   for (int tile = 0; tile < tiles; ++tile) {
@@ -768,7 +799,7 @@ __device__ void compute_output_pipelined(const Layout& s, const KeySource& src, 
     wgmma_commit();
     if (tile + 1 < tiles) {
       load_tile(s, src, tile + 1, records);
-      store_tile<kKeys, kLut>(s.tile + ((tile + 1) & 1) * kBufferBytes, src, tile + 1, records);
+      store_tile<kKeys>(s.tile + ((tile + 1) & 1) * kBufferBytes, src, tile + 1, records);
     }
     wgmma_wait_all();
 #pragma unroll
@@ -833,8 +864,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint16_t* q_row = args.q + row * kHeads * kDim;
   uint16_t* out_row = args.out + row * kHeads * kDim;
   const int small_tiles = (src.total + kPipelinedKeys - 1) / kPipelinedKeys;
-  if constexpr (kLogits == 2 || kLogits == 4) {
-    compute_logits_pipelined<kLogits == 4>(s, src, q_row, small_tiles);
+  if constexpr (kLogits == 2) {
+    compute_logits_pipelined(s, src, q_row, small_tiles);
   } else {
     compute_logits<kLogits == 1>(s, src, q_row, tiles);
   }
@@ -846,7 +877,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   } else if constexpr (kOutput == 3) {
     compute_output_wgmma<true>(s, src, tiles, out_row);
   } else {
-    compute_output_pipelined<kOutput == 4>(s, src, small_tiles, out_row);
+    compute_output_pipelined(s, src, small_tiles, out_row);
   }
 }
 
@@ -891,8 +922,6 @@ void sparse_attention(const SparseAttentionArgs& args, cudaStream_t stream, Spar
       return launch<1, 1>(args, key_stride, scale, stream);
     case SparseAttentionVariant::kWgmmaPipelined:
       return launch<2, 2>(args, key_stride, scale, stream);
-    case SparseAttentionVariant::kWgmmaPipelinedLut:
-      return launch<4, 4>(args, key_stride, scale, stream);
     case SparseAttentionVariant::kDiagnosticWgmmaLogits:
       return launch<1, 0>(args, key_stride, scale, stream);
     case SparseAttentionVariant::kDiagnosticWgmmaOutput:

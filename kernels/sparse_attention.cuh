@@ -55,10 +55,9 @@ struct SparseAttentionArgs {
 // Implementation choice; every variant computes the same function (the GPU test runs each against the CPU).
 enum class SparseAttentionVariant {
   kAuto,     // the measured-fastest verified choice
-  kMmaSync,  // warp-level mma.sync m16n8k16 (ldmatrix operands)
+  kMmaSync,  // warp-level mma.sync m16n8k16 (ldmatrix operands), fp32 reference decoders
   kWgmma,    // warpgroup wgmma (sm_90a): Q and P from registers, K/V tiles through shared-memory descriptors
   kWgmmaPipelined,  // wgmma on 32-key tiles in two buffers: dequantization of the next tile overlaps the MMA
-  kWgmmaPipelinedLut,  // kWgmmaPipelined with E2M1 decoded by byte tables (PRMT) and BF16x2 multiplies
   // Diagnostics: one phase (Q·Kᵀ logits or P·V output) by wgmma / pipelined wgmma, the other by mma.sync.
   kDiagnosticWgmmaLogits,
   kDiagnosticWgmmaOutput,
