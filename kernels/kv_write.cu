@@ -13,13 +13,15 @@
 //     the row)² with at most 48 significant bits, so if the whole sum is below 2^52·q every partial sum of
 //     any order is an exact multiple of q below 2^53·q. The kernel checks that bound on a sum in any order
 //     and recomputes the CPU's order (a serial scan across the lanes) only for rows that fail it.
-//   - RMSNorm output bf16(fp32(w·(x/root))) in double: the kernel forms w·x·(1/root) in fp32 (relative error
-//     below 3·2^-24, i.e. 3 fp32 ulps) and keeps its BF16 rounding when that value is more than 16 ulps from
-//     a BF16 rounding midpoint (so the exact value and the CPU's double result round the same way); otherwise
-//     (about 1 value in 2000) it evaluates the CPU's double expression itself.
-//   - RoPE, pooling: the CPU's double expressions with explicit _rn intrinsics (no FMA contraction), angles
-//   as
-//     fp32 products; cos, sin and exp from libdevice (see the caveat in kv_write.cuh).
+//   - RMSNorm output bf16(fp32(w·(x/root))) in double: the kernel forms w·x·rsqrt(mean square) in fp32
+//     (relative error below 4·2^-24, i.e. 4 fp32 ulps) and keeps its BF16 rounding when that value is more
+//     than 16 ulps from a BF16 rounding midpoint (so the exact value and the CPU's double result round the
+//     same way); otherwise (about 1 value in 2000) it evaluates the CPU's double expression itself.
+//   - RoPE: the CPU's double expressions with explicit _rn intrinsics (no FMA contraction), angles as fp32
+//     products; cos and sin from libdevice (see the caveat in kv_write.cuh). The row's pairs are spread over
+//     all its lanes, one cos/sin per lane for a 512-channel row.
+//   - Ratio-2 pooling: an fp32 estimate with an error bound, kept when it is far from a BF16 midpoint, else the
+//     CPU's double expression (exp from libdevice).
 //   - Quantizers: block scales from the host functions compiled for the device, codes from the exact
 //     shortcuts of kv_element_codecs.cuh (as kv_quant.cu).
 #include "kv_write.cuh"
@@ -193,31 +195,40 @@ __device__ float round_bf16(float x) {
   return nm::bf16_to_float(nm::bf16_from_float(x));
 }
 
-__device__ float cpu_norm_value(float x, float w, double root, bool faithful) {
+// The CPU's expression, from mean_square = Σx²/d + eps: w·(x/sqrt(mean_square)) in double, to fp32 (then
+// BF16).
+__device__ float cpu_norm_value(float x, float w, double mean_square, bool faithful) {
+  const double root = __dsqrt_rn(mean_square);
   const float f =
       __double2float_rn(__dmul_rn(static_cast<double>(w), __ddiv_rn(static_cast<double>(x), root)));
   return faithful ? round_bf16(f) : f;
 }
 
-// Faithful: bf16(fp32(w·(x/root))) through an fp32 estimate when it is far enough from a BF16 midpoint.
-__device__ float faithful_norm_value(float x, float w, double root, float inverse_root) {
+// Faithful: bf16(fp32(w·(x/root))) through the fp32 estimate w·x·RN(1/sqrt(RN(mean_square))) (relative error
+// below 4·2^-24, i.e. 4 fp32 ulps) when it is more than kMidpointMargin ulps from a BF16 rounding midpoint.
+__device__ float faithful_norm_value(float x, float w, double mean_square, float inverse_root) {
   const float wx = __fmul_rn(w, x);
   const float estimate = __fmul_rn(wx, inverse_root);
   const uint32_t magnitude = __float_as_uint(estimate) & 0x7fffffffu;
   const uint32_t low = magnitude & 0xffffu;
   const uint32_t midpoint_distance = low > 0x8000u ? low - 0x8000u : 0x8000u - low;
-  // Normal fp32 range with room on both sides (no underflow in w·x or the product, no overflow).
+  // Normal fp32 range with room on both sides (no underflow in w·x or the product, no overflow); a row whose
+  // mean square is outside the fp32 range has inverse_root = NaN and always takes the double path.
   const bool normal = fabsf(wx) >= 0x1p-126f && magnitude >= 0x0d800000u && magnitude < 0x7e800000u;
   if (normal && midpoint_distance > kMidpointMargin) return round_bf16(estimate);
-  return cpu_norm_value(x, w, root, true);
+  return cpu_norm_value(x, w, mean_square, true);
 }
 
 template <int kLanes, bool kFaithful>
 __device__ void rms_norm_chunk(float (&x)[kChannels], const float* weight, double eps, int dim,
                                int lane_in_row, int first_lane) {
   const double sum = sum_of_squares<kLanes>(x, first_lane);
-  const double root = __dsqrt_rn(__dadd_rn(__ddiv_rn(sum, static_cast<double>(dim)), eps));
-  const float inverse_root = __double2float_rn(__drcp_rn(root));
+  // Σx²/d: dim is a power of two, so the product with 1/d is the CPU's correctly rounded quotient.
+  const double mean_square = __dadd_rn(__dmul_rn(sum, 1.0 / dim), eps);
+  const float mean_square_f = __double2float_rn(mean_square);
+  const float inverse_root = mean_square_f >= 0x1p-120f && mean_square_f <= 0x1p120f
+                                 ? __frsqrt_rn(mean_square_f)
+                                 : __int_as_float(0x7fffffff);
   const float4* w4 = reinterpret_cast<const float4*>(weight + lane_in_row * kChannels);
 #pragma unroll
   for (int q = 0; q < 4; ++q) {
@@ -226,8 +237,8 @@ __device__ void rms_norm_chunk(float (&x)[kChannels], const float* weight, doubl
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       float& v = x[4 * q + i];
-      v = kFaithful ? faithful_norm_value(v, ws[i], root, inverse_root)
-                    : cpu_norm_value(v, ws[i], root, false);
+      v = kFaithful ? faithful_norm_value(v, ws[i], mean_square, inverse_root)
+                    : cpu_norm_value(v, ws[i], mean_square, false);
     }
   }
 }
@@ -239,44 +250,60 @@ __device__ void rms_norm_chunk(float (&x)[kChannels], const float* weight, doubl
 template <int kDim>
 constexpr int kRopePairs = kDim / 2 < 32 ? kDim / 2 : 32;
 
-// cos and sin of position·f_i: faithful angles are fp32 products and cos/sin are rounded to fp32 (as the
-// reference's fp32 tables), clean ones double.
+// One pair (re, im) rotated by position·f as rope.cpp does: faithful angles are fp32 products, cos/sin are
+// rounded to fp32 (the reference's fp32 tables), the rotated pair is computed in double and rounded to fp32,
+// then BF16; clean angles are double.
 template <bool kFaithful>
-__device__ double2 rope_angle(int64_t position, double freq) {
-  double sine, cosine;
+__device__ float2 rotate_pair(float2 pair, int64_t position, double freq) {
+  double c, s;
   if (kFaithful) {
     const float angle = __fmul_rn(__ll2float_rn(position), static_cast<float>(freq));
+    double sine, cosine;
     sincos(static_cast<double>(angle), &sine, &cosine);
-    return make_double2(__double2float_rn(cosine), __double2float_rn(sine));
+    c = __double2float_rn(cosine);
+    s = __double2float_rn(sine);
+  } else {
+    sincos(__dmul_rn(static_cast<double>(position), freq), &s, &c);
   }
-  sincos(__dmul_rn(static_cast<double>(position), freq), &sine, &cosine);
-  return make_double2(cosine, sine);
+  const double re = pair.x, im = pair.y;
+  const float out_re = __double2float_rn(__dsub_rn(__dmul_rn(re, c), __dmul_rn(im, s)));
+  const float out_im = __double2float_rn(__dadd_rn(__dmul_rn(re, s), __dmul_rn(im, c)));
+  return kFaithful ? make_float2(round_bf16(out_re), round_bf16(out_im)) : make_float2(out_re, out_im);
 }
 
-// Rotates the row's last rope_dim channels by position·f_i. The row's lanes first compute the cos/sin table
-// together (pair p on lane p mod kLanes) into `table` (this row's slice of shared memory), since the rotated
-// channels sit on a few lanes only; the owning lanes then rotate their pairs: the product in double rounded
-// to fp32, then BF16 when faithful.
+// Rotates the row's last rope_dim channels by position·f_i. Those channels sit on a few lanes of the row, so
+// the pairs go through `table` (this row's slice of shared memory): the owning lanes put them there, every
+// lane of the row rotates pairs p ≡ lane (mod kLanes) — one cos/sin each for a 512-channel row instead of
+// eight on four lanes — and the owners take the results back.
 template <int kLanes, bool kFaithful>
 __device__ void rope_chunk(float (&x)[kChannels], int64_t position, const RopeParams& rope, int dim,
-                           int lane_in_row, double2* table) {
-  const int pairs = rope.rope_dim / 2;
-  for (int p = lane_in_row; p < pairs; p += kLanes)
-    table[p] = rope_angle<kFaithful>(position, __ldg(rope.freqs + p));
-  __syncwarp();
+                           int lane_in_row, float2* table) {
   const int first_rotated = dim - rope.rope_dim;
   const int chunk_first = lane_in_row * kChannels;
-  if (chunk_first + kChannels > first_rotated) {
+  const bool owner = chunk_first + kChannels > first_rotated;
+  if (owner) {
 #pragma unroll
     for (int k = 0; k < kChannels / 2; ++k) {
       const int channel = chunk_first + 2 * k;
-      if (channel < first_rotated) continue;
-      const double2 cs = table[(channel - first_rotated) / 2];
-      const double re = x[2 * k], im = x[2 * k + 1];
-      const float out_re = __double2float_rn(__dsub_rn(__dmul_rn(re, cs.x), __dmul_rn(im, cs.y)));
-      const float out_im = __double2float_rn(__dadd_rn(__dmul_rn(re, cs.y), __dmul_rn(im, cs.x)));
-      x[2 * k] = kFaithful ? round_bf16(out_re) : out_re;
-      x[2 * k + 1] = kFaithful ? round_bf16(out_im) : out_im;
+      if (channel >= first_rotated)
+        table[(channel - first_rotated) / 2] = make_float2(x[2 * k], x[2 * k + 1]);
+    }
+  }
+  __syncwarp();
+  const int pairs = rope.rope_dim / 2;
+  for (int p = lane_in_row; p < pairs; p += kLanes) {
+    table[p] = rotate_pair<kFaithful>(table[p], position, __ldg(rope.freqs + p));
+  }
+  __syncwarp();
+  if (owner) {
+#pragma unroll
+    for (int k = 0; k < kChannels / 2; ++k) {
+      const int channel = chunk_first + 2 * k;
+      if (channel >= first_rotated) {
+        const float2 rotated = table[(channel - first_rotated) / 2];
+        x[2 * k] = rotated.x;
+        x[2 * k + 1] = rotated.y;
+      }
     }
   }
   __syncwarp();  // the table is rewritten for the warp's next row
@@ -286,7 +313,7 @@ __device__ void rope_chunk(float (&x)[kChannels], int64_t position, const RopePa
 template <int kDim>
 struct RopeTables {
   static constexpr int kRowsPerWarp = 32 / (kDim / kChannels);
-  double2 slices[kThreads / 32][kRowsPerWarp][kRopePairs<kDim>];
+  float2 slices[kThreads / 32][kRowsPerWarp][kRopePairs<kDim>];
 };
 
 // ---- compressor pooling (compressor.cpp), ratio 2
@@ -437,7 +464,7 @@ struct RowLanes {
     first_lane = lane - lane_in_row;
     row_in_warp = lane / kLanes;
   }
-  __device__ double2* table(RopeTables<kDim>& tables) const {
+  __device__ float2* table(RopeTables<kDim>& tables) const {
     return tables.slices[threadIdx.x / 32][row_in_warp];
   }
 };
