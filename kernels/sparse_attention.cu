@@ -844,14 +844,18 @@ __global__ void __launch_bounds__(kThreads, 1)
   s.key_stride = key_stride;
 
   const int64_t row = blockIdx.x;
+  // The row's lists are staged in shared memory by every thread in one round trip (the logits area is free
+  // until phase 1), then compacted in order by one warp.
+  int32_t* staged = reinterpret_cast<int32_t*>(s.logits);
+  for (int i = static_cast<int>(threadIdx.x); i < args.window_cap + args.topk; i += kThreads) {
+    staged[i] = i < args.window_cap ? args.window_rows[row * args.window_cap + i]
+                                    : args.selection[row * args.topk + (i - args.window_cap)];
+  }
+  __syncthreads();
   if (threadIdx.x < 32) {
     const int lane = static_cast<int>(threadIdx.x);
-    const int window_keys = args.window_cap > 0 ? append_valid(args.window_rows + row * args.window_cap,
-                                                               args.window_cap, s.keys, 0, lane)
-                                                : 0;
-    const int total =
-        args.topk > 0 ? append_valid(args.selection + row * args.topk, args.topk, s.keys, window_keys, lane)
-                      : window_keys;
+    const int window_keys = append_valid(staged, args.window_cap, s.keys, 0, lane);
+    const int total = append_valid(staged + args.window_cap, args.topk, s.keys, window_keys, lane);
     if (lane == 0) {
       s.counts[0] = window_keys;
       s.counts[1] = total;
