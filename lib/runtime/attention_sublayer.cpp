@@ -1,8 +1,8 @@
 // The attention sublayer of one layer (spec §5.1-§5.8, modes of §5.6): own query and window row; the KV
-// source publishes compressed entries (kv_publish.cpp); index sources select entries (index_selection.cpp);
-// Reuse layers take the latest selection; attention with sink over window ∪ selected entries; inverse RoPE
-// and the grouped output projection. The window rows join the ring after every segment's attention has read
-// it.
+// source publishes compressed entries (kv_publish.cpp, V4: kv_publish_v4.cpp); index sources select entries
+// (index_selection.cpp); Reuse layers take the latest selection; V4 HCA layers attend every visible entry;
+// attention with sink over window ∪ selected entries; inverse RoPE and the grouped output projection. The
+// window rows join the ring after every segment's attention has read it.
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -12,6 +12,22 @@
 #include "runtime/window_ring.hpp"
 
 namespace flashkv::runtime {
+namespace {
+
+// V4 HCA attends every entry visible to the row (§5.4: j < (s+1)/ratio), no indexer: the selection lists
+// them all, −1 after the row's last. Returns the selection's width.
+int64_t every_visible_entry(const Segment& segment, int64_t ratio, std::vector<int32_t>& selection) {
+  const int64_t width = (segment.start + segment.count) / ratio;
+  selection.assign(static_cast<size_t>(segment.count * width), -1);
+  for (int64_t i = 0; i < segment.count; ++i) {
+    const int64_t visible = (segment.start + i + 1) / ratio;
+    for (int64_t j = 0; j < visible; ++j)
+      selection[static_cast<size_t>(i * width + j)] = static_cast<int32_t>(j);
+  }
+  return width;
+}
+
+}  // namespace
 
 using backend::ConstMatrix;
 using backend::Matrix;
@@ -30,17 +46,22 @@ std::vector<float> ForwardPass::attention(const LayerRole& role, ConstMatrix u) 
   std::vector<float> cq = gemm(u, w.wq_a, OutputCast::kBf16);
   rms_norm(cq, config_.q_lora_rank, w.q_norm);
   std::vector<float> q = gemm(ConstMatrix{cq.data(), n, config_.q_lora_rank}, w.wq_b, OutputCast::kBf16);
+  if (model_.v4()) {
+    // V4: each head's query is RMS-normalised without a weight (transformers q_b_norm; V4.1 has none)
+    backend_.rms_norm(ConstMatrix{q.data(), n * heads, dim}, model_.unit_weight, config_.rms_norm_eps,
+                      Matrix{q.data(), n * heads, dim}, model_.rounding);
+  }
   backend_.rope(Matrix{q.data(), n, heads * dim}, heads, positions, rope, /*inverse=*/false, model_.rounding);
 
   // §5.2 window row: quantized after RoPE (FP8 in faithful mode)
   std::vector<float> kv = gemm(u, w.wkv, OutputCast::kBf16);
   rms_norm(kv, dim, w.kv_norm);
   backend_.rope(Matrix{kv.data(), n, dim}, 1, positions, rope, /*inverse=*/false, model_.rounding);
-  const RecordFormat row_format = model_.faithful() ? RecordFormat::kFp8 : RecordFormat::kFp32;
-  const size_t row_bytes = backend::record_bytes(row_format, dim);
+  const size_t row_bytes = backend::record_bytes(model_.row_format, dim, model_.row_rope_dim);
   std::vector<uint8_t> records(static_cast<size_t>(n) * row_bytes);
   std::vector<float> rows(static_cast<size_t>(n * dim));
-  backend_.quantize_rows(ConstMatrix{kv.data(), n, dim}, row_format, records, Matrix{rows.data(), n, dim});
+  quantize(ConstMatrix{kv.data(), n, dim}, model_.row_format, model_.row_rope_dim, records,
+           Matrix{rows.data(), n, dim});
 
   if (role.ratio > 0) {
     if (role.is_kv_source) publish(role, u);
@@ -66,14 +87,19 @@ std::vector<float> ForwardPass::attention(const LayerRole& role, ConstMatrix u) 
         positions.subspan(static_cast<size_t>(segment.first_row), static_cast<size_t>(segment.count));
     problem.sliding_window = config_.sliding_window;
     problem.sink = w.sink.vector();
-    if (role.ratio > 0) {
+    std::vector<int32_t> every_visible;
+    if (role.mode == AttentionMode::kHca) {
+      problem.entries = owner_cache(state, role.kv_owner).entry_rows();
+      problem.topk = every_visible_entry(segment, role.ratio, every_visible);
+      problem.selection = every_visible;
+    } else if (role.ratio > 0) {
       problem.entries = owner_cache(state, role.kv_owner).entry_rows();
       problem.selection = segment.selections.at(role.topk_source);
       problem.topk = config_.index_topk;
-      if (trace_ != nullptr) {
-        trace_->put(fmt::format("layer{}.topk", role.index), {segment.count, config_.index_topk},
-                    problem.selection.data(), TraceKind::kInteger);
-      }
+    }
+    if (role.ratio > 0 && trace_ != nullptr) {
+      trace_->put(fmt::format("layer{}.topk", role.index), {segment.count, problem.topk},
+                  problem.selection.data(), TraceKind::kInteger);
     }
     backend_.sparse_attention(problem,
                               Matrix{o.data() + segment.first_row * heads * dim, segment.count, heads * dim},

@@ -22,6 +22,17 @@ CpuEngine::CpuEngine(const std::filesystem::path& checkpoint_dir, const EngineOp
   }
   if (options.threads < 0)
     fail(ErrorCode::kInvalidArgument, "EngineOptions.threads must be >= 0, got {}", options.threads);
+  const int64_t index_dim = config_.index_head_dim;
+  if (options.numerics == Numerics::kFaithful && config_.family == ModelFamily::kDeepseekV4 &&
+      (index_dim % 32 != 0 || (index_dim & (index_dim - 1)) != 0)) {
+    // V4.1 configs are validated for MXFP4 widths; V4 configs may use narrower index heads (clean numerics
+    // only)
+    fail(ErrorCode::kUnsupported,
+         "faithful numerics Hadamard-rotate index keys and queries and quantize them in MXFP4 blocks of 32 "
+         "channels, so index_head_dim must be a power of two >= 32, but it is {}: use clean numerics for "
+         "this model",
+         index_dim);
+  }
   const loader::Checkpoint checkpoint = loader::Checkpoint::open(checkpoint_dir);
   weights_ = load_model_weights(checkpoint, config_, plan_);
   engram_ = EngramHasher(config_, load_engram_token_map(checkpoint_dir, config_));
@@ -37,32 +48,62 @@ CpuEngine::CpuEngine(const std::filesystem::path& checkpoint_dir, const EngineOp
       backend::make_rope_table(config_.qk_rope_head_dim, config_.rope_theta, nullptr, rounding);
   context_.compress_rope = backend::make_rope_table(config_.qk_rope_head_dim, config_.compress_rope_theta,
                                                     &config_.rope_scaling, rounding);
+  context_.row_format = row_format();
+  context_.row_rope_dim = context_.v4() ? config_.qk_rope_head_dim : 0;
+  context_.unit_weight.assign(static_cast<size_t>(config_.head_dim), 1.0f);
 }
 
+// Window rows and compressed entries: fp32 (clean); faithful V4.1 FP8 rows and NVFP4 entries, faithful V4 its
+// FP8 + BF16 RoPE record for both.
+RecordFormat CpuEngine::row_format() const {
+  if (!context_.faithful()) return RecordFormat::kFp32;
+  return context_.v4() ? RecordFormat::kFp8Bf16Rope : RecordFormat::kFp8;
+}
+
+RecordFormat CpuEngine::entry_format() const {
+  if (!context_.faithful()) return RecordFormat::kFp32;
+  return context_.v4() ? RecordFormat::kFp8Bf16Rope : RecordFormat::kNvfp4;
+}
+
+namespace {
+
+CompressorHistory make_history(int64_t dim, int64_t capacity) {
+  CompressorHistory history;
+  history.dim = dim;
+  history.capacity = capacity;
+  history.v.assign(static_cast<size_t>(capacity * dim), 0.0f);
+  history.g = history.v;
+  history.positions.assign(static_cast<size_t>(capacity), -1);
+  return history;
+}
+
+}  // namespace
+
 std::unique_ptr<SequenceState> CpuEngine::new_state() const {
-  const bool faithful = context_.faithful();
   auto state = std::make_unique<SequenceState>();
   const int64_t capacity = config_.sliding_window + options_.rewind_margin;
   for (size_t layer = 0; layer < plan_.layers.size(); ++layer) {
     state->windows.push_back(
-        make_window_ring(faithful ? RecordFormat::kFp8 : RecordFormat::kFp32, config_.head_dim, capacity));
+        make_window_ring(row_format(), config_.head_dim, context_.row_rope_dim, capacity));
   }
   for (const LayerRole& role : plan_.layers) {
     if (!role.is_kv_source) continue;
     OwnerCache owner;
     owner.layer = role.index;
     owner.ratio = role.ratio;
-    owner.entry_format = faithful ? RecordFormat::kNvfp4 : RecordFormat::kFp32;
-    owner.key_format = faithful ? RecordFormat::kMxfp4 : RecordFormat::kFp32;
+    owner.entry_format = entry_format();
+    owner.key_format = context_.faithful() ? RecordFormat::kMxfp4 : RecordFormat::kFp32;
     owner.entry_dim = config_.head_dim;
-    owner.key_dim = config_.index_head_dim;
+    owner.entry_rope_dim = context_.row_rope_dim;
+    // V4 HCA layers have no indexer, hence no keys
+    owner.key_dim = context_.v4() && !role.is_index_source ? 0 : config_.index_head_dim;
+    owner.overlap_windows = role.overlapping_compressor ? 1 : 0;
     if (role.ratio > 1) {
-      CompressorHistory& history = owner.history;
-      history.dim = config_.head_dim;
-      history.capacity = options_.rewind_margin + role.ratio;
-      history.v.assign(static_cast<size_t>(history.capacity * history.dim), 0.0f);
-      history.g = history.v;
-      history.positions.assign(static_cast<size_t>(history.capacity), -1);
+      // the open window, plus (overlapping) the closed one before it, plus the rewind margin
+      const int64_t kept = options_.rewind_margin + role.ratio * (1 + owner.overlap_windows);
+      const int64_t series = role.overlapping_compressor ? 2 : 1;
+      owner.history = make_history(series * config_.head_dim, kept);
+      if (role.indexer_has_compressor) owner.index_history = make_history(2 * config_.index_head_dim, kept);
     }
     state->owners.push_back(std::move(owner));
   }
@@ -76,7 +117,7 @@ void CpuEngine::check_state(const SequenceState& state) const {
   const bool fits = state.windows.size() == plan_.layers.size() &&
                     static_cast<int64_t>(state.owners.size()) == static_cast<int64_t>(sources) &&
                     static_cast<int64_t>(state.tokens.size()) == state.length &&
-                    (state.windows.empty() || (state.windows[0].format == RecordFormat::kFp8) == faithful) &&
+                    (state.windows.empty() || (state.windows[0].format != RecordFormat::kFp32) == faithful) &&
                     std::all_of(state.owners.begin(), state.owners.end(), [&](const OwnerCache& owner) {
                       return static_cast<size_t>(owner.layer) < plan_.layers.size() &&
                              plan_.layers[static_cast<size_t>(owner.layer)].is_kv_source;
@@ -123,6 +164,7 @@ std::vector<ForwardResult> CpuEngine::run(std::span<SequenceState* const> states
     segment.start = states[i]->length;
     for (int64_t t = 0; t < segment.count; ++t) batch.positions.push_back(segment.start + t);
     ids.insert(ids.end(), runs[i].begin(), runs[i].end());
+    batch.tokens.insert(batch.tokens.end(), runs[i].begin(), runs[i].end());
     if (engram_.enabled()) {
       const std::vector<int64_t> own = engram_.ngram_ids(states[i]->tokens, runs[i]);
       ngrams.insert(ngrams.end(), own.begin(), own.end());
@@ -213,6 +255,7 @@ ForwardResult CpuEngine::prefill_ced_traced(SequenceState& state, std::span<cons
   Batch batch;
   batch.segments.push_back(Segment{&state, 0, count, 0, {}, {}, 0});
   for (int64_t t = 0; t < count; ++t) batch.positions.push_back(t);
+  batch.tokens.assign(prompt.begin(), prompt.end());
   const std::vector<int64_t> ngrams =
       engram_.enabled() ? engram_.ngram_ids({}, prompt) : std::vector<int64_t>{};
   ForwardPass encoder(context_, batch, trace);
@@ -233,6 +276,7 @@ ForwardResult CpuEngine::prefill_ced_traced(SequenceState& state, std::span<cons
   Batch tail_batch;
   tail_batch.segments.push_back(Segment{&state, 0, tail, skip, {}, {}, 0});
   for (int64_t t = skip; t < count; ++t) tail_batch.positions.push_back(t);
+  tail_batch.tokens.assign(prompt.begin() + skip, prompt.end());
   Activations y;
   y.rows = tail;
   y.streams.assign(x.streams.begin() + skip * width, x.streams.end());
@@ -272,7 +316,9 @@ void CpuEngine::truncate(SequenceState& state, int64_t n) const {
   }
   for (const OwnerCache& owner : state.owners) {
     if (owner.ratio < 2) continue;
-    for (int64_t p = length / owner.ratio * owner.ratio; p < length; ++p) {
+    // the next entry pools the open window (and, overlapping, the closed one before it)
+    const int64_t reopened = std::max<int64_t>(0, length / owner.ratio - owner.overlap_windows) * owner.ratio;
+    for (int64_t p = reopened; p < length; ++p) {
       if (owner.history.positions[static_cast<size_t>(p % owner.history.capacity)] != p) {
         fail(ErrorCode::kInvalidArgument,
              "truncate: dropping {} tokens reopens the compressor group of position {} (layer {}), which is "
@@ -285,12 +331,12 @@ void CpuEngine::truncate(SequenceState& state, int64_t n) const {
   for (WindowRing& ring : state.windows) truncate_window(ring, length);
   for (OwnerCache& owner : state.owners) {
     owner.count = std::min(owner.count, length / owner.ratio);
-    owner.entries.resize(static_cast<size_t>(owner.count) *
-                         backend::record_bytes(owner.entry_format, owner.entry_dim));
-    owner.keys.resize(static_cast<size_t>(owner.count) *
-                      backend::record_bytes(owner.key_format, owner.key_dim));
-    for (int64_t& position : owner.history.positions) {
-      if (position >= length) position = -1;
+    owner.entries.resize(static_cast<size_t>(owner.count) * owner.entry_rows().row_bytes());
+    if (owner.key_dim > 0) owner.keys.resize(static_cast<size_t>(owner.count) * owner.key_rows().row_bytes());
+    for (CompressorHistory* history : {&owner.history, &owner.index_history}) {
+      for (int64_t& position : history->positions) {
+        if (position >= length) position = -1;
+      }
     }
   }
   state.tokens.resize(static_cast<size_t>(length));
@@ -302,7 +348,8 @@ int64_t CpuEngine::state_bytes(const SequenceState& state) const {
   for (const WindowRing& ring : state.windows) bytes += ring.records.size();
   for (const OwnerCache& owner : state.owners) {
     bytes += owner.entries.size() + owner.keys.size();
-    bytes += (owner.history.v.size() + owner.history.g.size()) * sizeof(float);
+    for (const CompressorHistory* history : {&owner.history, &owner.index_history})
+      bytes += (history->v.size() + history->g.size()) * sizeof(float);
   }
   return static_cast<int64_t>(bytes);
 }

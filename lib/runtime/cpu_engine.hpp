@@ -56,6 +56,8 @@ class CpuEngine final : public Engine {
                                  std::span<const std::span<const int32_t>> runs, LogitsRows rows,
                                  ForwardTrace* trace) const;
   void check_state(const SequenceState& state) const;
+  backend::RecordFormat row_format() const;
+  backend::RecordFormat entry_format() const;
   void check_run(const SequenceState& state, std::span<const int32_t> tokens) const;
 
   ModelConfig config_;

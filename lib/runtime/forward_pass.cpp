@@ -1,6 +1,7 @@
-// The block loop of the forward (spec §3): Engram, attention site, FFN site with single-pass mHC; embedding
-// and head. The attention sublayer is in attention_sublayer.cpp, the compressor in kv_publish.cpp, the
-// indexer in index_selection.cpp.
+// The block loop of the forward (spec §3): Engram, attention site, FFN site with single-pass mHC (V4:
+// per-sublayer mHC, hash-routed MoE layers); embedding and head (V4: hc_head collapse). The attention
+// sublayer is in attention_sublayer.cpp, the compressor in kv_publish.cpp, the indexer in
+// index_selection.cpp.
 #include "runtime/forward_pass.hpp"
 
 #include <algorithm>
@@ -106,8 +107,11 @@ void ForwardPass::block(const LayerRole& role, Activations& x, std::span<const i
   const LayerWeights& w = model_.weights->layers[static_cast<size_t>(role.index)];
   const int64_t d = config_.hidden_size;
   const int64_t hc = config_.hc_mult;
-  const backend::MixerShape shape{hc, config_.hc_sinkhorn_iters, config_.hc_eps, config_.rms_norm_eps};
+  const backend::MixerShape shape = model_.mixer_shape();
   const Matrix streams{x.streams.data(), x.rows, hc * d};
+  // V4.1 (single-pass mHC): the attention site collapses with the pre carried from the previous FFN site and
+  // the FFN site with the attention site's pre. V4 (per-sublayer): each site collapses with its own pre.
+  const bool per_sublayer = model_.v4();
   engram(role, x, ngrams);
 
   std::vector<float> a_pre(static_cast<size_t>(x.rows * hc)), a_post(a_pre.size()),
@@ -115,6 +119,7 @@ void ForwardPass::block(const LayerRole& role, Activations& x, std::span<const i
   backend_.hc_mixer(streams, w.hc_attn.view(), shape, Matrix{a_pre.data(), x.rows, hc},
                     Matrix{a_post.data(), x.rows, hc}, Matrix{a_comb.data(), x.rows, hc * hc},
                     model_.rounding);
+  if (per_sublayer) x.pre = a_pre;
   const std::vector<float> u = attention_input(role, x);
   const std::vector<float> y = attention(role, ConstMatrix{u.data(), x.rows, d});
   backend_.hc_expand(ConstMatrix{y.data(), x.rows, d}, streams, ConstMatrix{a_post.data(), x.rows, hc},
@@ -125,8 +130,8 @@ void ForwardPass::block(const LayerRole& role, Activations& x, std::span<const i
                     Matrix{f_post.data(), x.rows, hc}, Matrix{f_comb.data(), x.rows, hc * hc},
                     model_.rounding);
   std::vector<float> v(static_cast<size_t>(x.rows * d));
-  backend_.hc_collapse(streams, ConstMatrix{a_pre.data(), x.rows, hc}, Matrix{v.data(), x.rows, d},
-                       model_.rounding);
+  backend_.hc_collapse(streams, ConstMatrix{(per_sublayer ? f_pre : a_pre).data(), x.rows, hc},
+                       Matrix{v.data(), x.rows, d}, model_.rounding);
   rms_norm(v, d, w.ffn_norm);
   const std::vector<float> z = moe(role, ConstMatrix{v.data(), x.rows, d});
   backend_.hc_expand(ConstMatrix{z.data(), x.rows, d}, streams, ConstMatrix{f_post.data(), x.rows, hc},
@@ -145,7 +150,16 @@ std::vector<float> ForwardPass::moe(const LayerRole& role, ConstMatrix v) {
   std::vector<int32_t> experts(static_cast<size_t>(v.rows * k));
   std::vector<float> routing(static_cast<size_t>(v.rows * k));
   const backend::RouterWeights router{w.gate.matrix(), w.bias.vector(), k, config_.routed_scaling_factor};
-  backend_.route(v, router, experts, Matrix{routing.data(), v.rows, k}, model_.rounding);
+  if (role.hash_routed) {
+    // V4 hash routing: the experts are tid2eid[token]; the gate only weights them
+    for (int64_t r = 0; r < v.rows; ++r) {
+      const int64_t token = batch_.tokens[static_cast<size_t>(r)];
+      std::copy_n(w.tid2eid.begin() + token * k, k, experts.begin() + r * k);
+    }
+    backend_.route_given(v, router, experts, Matrix{routing.data(), v.rows, k}, model_.rounding);
+  } else {
+    backend_.route(v, router, experts, Matrix{routing.data(), v.rows, k}, model_.rounding);
+  }
   std::vector<float> out(static_cast<size_t>(v.rows * v.cols));
   std::optional<backend::ExpertWeights> shared;
   if (w.shared) shared = w.shared->view();
@@ -168,6 +182,10 @@ std::vector<float> ForwardPass::logits(const Activations& x, std::span<const int
     const int64_t r = rows[static_cast<size_t>(i)];
     std::copy_n(x.streams.data() + r * hc * d, hc * d, streams.data() + i * hc * d);
     std::copy_n(x.pre.data() + r * hc, hc, pre.data() + i * hc);
+  }
+  if (model_.weights->hc_head) {  // V4: the head's own collapse weights
+    backend_.hc_head(ConstMatrix{streams.data(), n, hc * d}, model_.weights->hc_head->view(),
+                     model_.mixer_shape(), Matrix{pre.data(), n, hc}, model_.rounding);
   }
   std::vector<float> hidden(static_cast<size_t>(n * d));
   backend_.hc_collapse(ConstMatrix{streams.data(), n, hc * d}, ConstMatrix{pre.data(), n, hc},

@@ -27,13 +27,19 @@ void ForwardPass::select(const LayerRole& role, ConstMatrix u, ConstMatrix cq) {
   std::vector<float> queries = gemm(cq, w.indexer_wq_b, OutputCast::kBf16);
   backend_.rope(Matrix{queries.data(), n, heads * dim}, heads, batch_.positions, model_.rope(role), false,
                 model_.rounding);
-  if (model_.faithful())
+  if (model_.faithful()) {
+    // V4 rotates index queries (and keys, kv_publish_v4.cpp) by a Hadamard matrix before MXFP4
+    if (model_.v4()) backend_.hadamard_rotate(Matrix{queries.data(), n * heads, dim}, model_.rounding);
     backend_.fake_quantize(Matrix{queries.data(), n, heads * dim}, backend::RecordFormat::kMxfp4);
+  }
   std::vector<float> head_weights = gemm(u, w.indexer_weights_proj, OutputCast::kBf16);
   const double scale = std::pow(static_cast<double>(dim), -0.5) * std::pow(static_cast<double>(heads), -0.5);
+  // V4.1 rounds the scaled weights and the scores to BF16 (faithful); the official V4 indexer keeps fp32
+  const bool bf16 = model_.faithful() && !model_.v4();
+  const backend::Rounding score_rounding = model_.v4() ? backend::Rounding::kClean : model_.rounding;
   for (float& value : head_weights) {
     const float scaled = static_cast<float>(static_cast<double>(value) * scale);
-    value = model_.faithful() ? numeric::bf16_to_float(numeric::bf16_from_float(scaled)) : scaled;
+    value = bf16 ? numeric::bf16_to_float(numeric::bf16_from_float(scaled)) : scaled;
   }
 
   for (Segment& segment : batch_.segments) {
@@ -51,7 +57,7 @@ void ForwardPass::select(const LayerRole& role, ConstMatrix u, ConstMatrix cq) {
     problem.keys = owner.key_rows();
     problem.n_visible = n_visible;
     const Matrix score_matrix{scores.data(), segment.count, width};
-    backend_.index_scores(problem, score_matrix, model_.rounding);
+    backend_.index_scores(problem, score_matrix, score_rounding);
     if (role.is_candidate_source) {
       segment.pool.assign(static_cast<size_t>(segment.count * width), 0);
       segment.pool_width = width;

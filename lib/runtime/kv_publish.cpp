@@ -29,7 +29,42 @@ void remember(CompressorHistory& history, int64_t position, const float* v, cons
 
 }  // namespace
 
+CompressorInput compressor_input(const Segment& segment, const CompressorHistory& history,
+                                 const std::vector<float>& v_rows, const std::vector<float>& g_rows,
+                                 int64_t position, int layer) {
+  const int64_t dim = history.dim;
+  if (position >= segment.start) {
+    const int64_t row = segment.first_row + (position - segment.start);
+    return {v_rows.data() + row * dim, g_rows.data() + row * dim};
+  }
+  const int64_t slot = position % history.capacity;
+  if (history.positions[static_cast<size_t>(slot)] != position) {
+    fail(ErrorCode::kInternal, "layer {}: the pending compressor state of position {} is gone", layer,
+         position);
+  }
+  return {history.v.data() + slot * dim, history.g.data() + slot * dim};
+}
+
+void remember_inputs(CompressorHistory& history, const Segment& segment, const std::vector<float>& v_rows,
+                     const std::vector<float>& g_rows) {
+  for (int64_t i = std::max<int64_t>(0, segment.count - history.capacity); i < segment.count; ++i) {
+    const int64_t row = segment.first_row + i;
+    remember(history, segment.start + i, v_rows.data() + row * history.dim,
+             g_rows.data() + row * history.dim);
+  }
+}
+
+void ForwardPass::quantize(ConstMatrix x, backend::RecordFormat format, int64_t rope_dim,
+                           std::span<uint8_t> records, Matrix dequantized) const {
+  if (format == backend::RecordFormat::kFp8Bf16Rope) {
+    backend_.quantize_rope_rows(x, rope_dim, records, dequantized);
+  } else {
+    backend_.quantize_rows(x, format, records, dequantized);
+  }
+}
+
 void ForwardPass::publish(const LayerRole& role, ConstMatrix u) {
+  if (model_.v4()) return publish_v4(role, u);
   const AttentionWeights& w = model_.weights->layers[static_cast<size_t>(role.index)].attn;
   const int64_t dim = config_.head_dim;
   const int64_t ratio = role.ratio;
@@ -63,12 +98,7 @@ void ForwardPass::publish(const LayerRole& role, ConstMatrix u) {
       }
       append_entries(role, owner, first, std::move(latents));
     }
-    if (ratio > 1) {
-      for (int64_t i = std::max<int64_t>(0, segment.count - owner.history.capacity); i < segment.count; ++i) {
-        const int64_t row = segment.first_row + i;
-        remember(owner.history, segment.start + i, projected.data() + row * dim, gates.data() + row * dim);
-      }
-    }
+    if (ratio > 1) remember_inputs(owner.history, segment, projected, gates);
     if (trace_ != nullptr) record_cache(role, owner);
   }
 }
@@ -84,25 +114,10 @@ std::vector<float> ForwardPass::pooled_latents(const LayerRole& role, const Segm
   // state)
   std::vector<float> v(static_cast<size_t>(groups * ratio * dim)), g(v.size());
   for (int64_t t = 0; t < groups * ratio; ++t) {
-    const int64_t position = first * ratio + t;
-    const float* v_row;
-    const float* g_row;
-    if (position >= segment.start) {
-      const int64_t row = segment.first_row + (position - segment.start);
-      v_row = v_rows.data() + row * dim;
-      g_row = g_rows.data() + row * dim;
-    } else {
-      const CompressorHistory& history = owner.history;
-      const int64_t slot = position % history.capacity;
-      if (history.positions[static_cast<size_t>(slot)] != position) {
-        fail(ErrorCode::kInternal, "layer {}: the pending compressor state of position {} is gone",
-             role.index, position);
-      }
-      v_row = history.v.data() + slot * dim;
-      g_row = history.g.data() + slot * dim;
-    }
-    std::copy_n(v_row, dim, v.data() + t * dim);
-    std::copy_n(g_row, dim, g.data() + t * dim);
+    const CompressorInput input =
+        compressor_input(segment, owner.history, v_rows, g_rows, first * ratio + t, role.index);
+    std::copy_n(input.v, dim, v.data() + t * dim);
+    std::copy_n(input.g, dim, g.data() + t * dim);
   }
   std::vector<float> latents(static_cast<size_t>(groups * dim));
   backend_.compressor_pool(ConstMatrix{v.data(), groups * ratio, dim},
@@ -126,25 +141,34 @@ void ForwardPass::append_entries(const LayerRole& role, OwnerCache& owner, int64
   rms_norm(key, key_dim, w.indexer_k_norm);
   backend_.rope(Matrix{key.data(), count, key_dim}, 1, positions, rope, false, model_.rounding);
   backend_.rope(Matrix{latents.data(), count, dim}, 1, positions, rope, false, model_.rounding);
-  const size_t entry_bytes = backend::record_bytes(owner.entry_format, dim);
-  const size_t key_bytes = backend::record_bytes(owner.key_format, key_dim);
+  store_entries(owner, latents, key);
+}
+
+// Appends the records of `latents` (RoPE'd entries) and `keys` (RoPE'd index keys; none when the owner keeps
+// no keys) to the owner's cache.
+void ForwardPass::store_entries(OwnerCache& owner, const std::vector<float>& latents,
+                                const std::vector<float>& keys) {
+  const int64_t count = static_cast<int64_t>(latents.size()) / owner.entry_dim;
+  const size_t entry_bytes = owner.entry_rows().row_bytes();
   owner.entries.resize(owner.entries.size() + static_cast<size_t>(count) * entry_bytes);
-  owner.keys.resize(owner.keys.size() + static_cast<size_t>(count) * key_bytes);
-  backend_.quantize_rows(ConstMatrix{latents.data(), count, dim}, owner.entry_format,
-                         std::span(owner.entries).subspan(static_cast<size_t>(owner.count) * entry_bytes),
-                         Matrix{});
-  backend_.quantize_rows(ConstMatrix{key.data(), count, key_dim}, owner.key_format,
-                         std::span(owner.keys).subspan(static_cast<size_t>(owner.count) * key_bytes),
-                         Matrix{});
+  quantize(ConstMatrix{latents.data(), count, owner.entry_dim}, owner.entry_format, owner.entry_rope_dim,
+           std::span(owner.entries).subspan(static_cast<size_t>(owner.count) * entry_bytes), Matrix{});
+  if (owner.key_dim > 0) {
+    const size_t key_bytes = owner.key_rows().row_bytes();
+    owner.keys.resize(owner.keys.size() + static_cast<size_t>(count) * key_bytes);
+    quantize(ConstMatrix{keys.data(), count, owner.key_dim}, owner.key_format, 0,
+             std::span(owner.keys).subspan(static_cast<size_t>(owner.count) * key_bytes), Matrix{});
+  }
   owner.count += count;
 }
 
 void ForwardPass::record_cache(const LayerRole& role, const OwnerCache& owner) {
-  const int64_t dim = config_.head_dim;
-  const int64_t key_dim = config_.index_head_dim;
+  const int64_t dim = owner.entry_dim;
+  const int64_t key_dim = owner.key_dim;
   std::vector<float> values(static_cast<size_t>(owner.count * dim));
   for (int64_t j = 0; j < owner.count; ++j) owner.entry_rows().dequantize(j, values.data() + j * dim);
   record(role, "entries", {owner.count, dim}, values.data());
+  if (key_dim == 0) return;
   values.resize(static_cast<size_t>(owner.count * key_dim));
   for (int64_t j = 0; j < owner.count; ++j) owner.key_rows().dequantize(j, values.data() + j * key_dim);
   record(role, "index_keys", {owner.count, key_dim}, values.data());

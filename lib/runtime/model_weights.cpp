@@ -23,26 +23,39 @@ class TensorSource {
   }
 
   Tensor read(const std::string& name) {
-    const auto it = expected_.find(name);
-    if (it == expected_.end()) fail(ErrorCode::kInternal, "weight {} is not in the tensor inventory", name);
+    const loader::ExpectedTensor& expected = find(name);
     Tensor tensor;
-    const std::vector<int64_t>& shape = it->second.shape;
+    const std::vector<int64_t>& shape = expected.shape;
     tensor.rows = shape.size() == 2 ? shape[0] : 1;
     tensor.cols = shape.back();
-    tensor.values = loader::read_weight_float32(checkpoint_, it->second);
+    tensor.values = loader::read_weight_float32(checkpoint_, expected);
     bytes_ += tensor.values.size() * sizeof(float);
     return tensor;
+  }
+
+  // An integer table (V4 tid2eid), checked to hold ids in [0, limit).
+  std::vector<int32_t> read_index_table(const std::string& name, int64_t limit) {
+    std::vector<int32_t> table = loader::read_index_table(checkpoint_, find(name), limit);
+    bytes_ += table.size() * sizeof(int32_t);
+    return table;
   }
 
   uint64_t bytes() const { return bytes_; }
 
  private:
+  const loader::ExpectedTensor& find(const std::string& name) const {
+    const auto it = expected_.find(name);
+    if (it == expected_.end()) fail(ErrorCode::kInternal, "weight {} is not in the tensor inventory", name);
+    return it->second;
+  }
+
   const loader::Checkpoint& checkpoint_;
   std::map<std::string, loader::ExpectedTensor> expected_;
   uint64_t bytes_ = 0;
 };
 
-AttentionWeights read_attention(TensorSource& source, const std::string& p, const LayerRole& role) {
+AttentionWeights read_attention(TensorSource& source, const std::string& p, const LayerRole& role,
+                                ModelFamily family) {
   AttentionWeights a;
   a.wq_a = source.read(p + "attn.wq_a.weight");
   a.q_norm = source.read(p + "attn.q_norm.weight");
@@ -56,8 +69,18 @@ AttentionWeights read_attention(TensorSource& source, const std::string& p, cons
     a.compressor_wkv = source.read(p + "attn.compressor.wkv.weight");
     a.compressor_norm = source.read(p + "attn.compressor.norm.weight");
     if (role.ratio > 1) a.compressor_wgate = source.read(p + "attn.compressor.wgate.weight");
-    a.indexer_wk = source.read(p + "attn.indexer.wk.weight");
-    a.indexer_k_norm = source.read(p + "attn.indexer.k_norm.weight");
+    if (family == ModelFamily::kDeepseekV4) {
+      a.compressor_ape = source.read(p + "attn.compressor.ape");
+    } else {
+      a.indexer_wk = source.read(p + "attn.indexer.wk.weight");
+      a.indexer_k_norm = source.read(p + "attn.indexer.k_norm.weight");
+    }
+  }
+  if (role.indexer_has_compressor) {
+    a.indexer_compressor_wkv = source.read(p + "attn.indexer.compressor.wkv.weight");
+    a.indexer_compressor_wgate = source.read(p + "attn.indexer.compressor.wgate.weight");
+    a.indexer_compressor_ape = source.read(p + "attn.indexer.compressor.ape");
+    a.indexer_compressor_norm = source.read(p + "attn.indexer.compressor.norm.weight");
   }
   if (role.is_index_source) {
     a.indexer_wq_b = source.read(p + "attn.indexer.wq_b.weight");
@@ -70,10 +93,15 @@ ExpertTensors read_expert(TensorSource& source, const std::string& base) {
   return {source.read(base + "w1.weight"), source.read(base + "w3.weight"), source.read(base + "w2.weight")};
 }
 
-MoeWeights read_moe(TensorSource& source, const std::string& p, const ModelConfig& config) {
+MoeWeights read_moe(TensorSource& source, const std::string& p, const ModelConfig& config,
+                    const LayerRole& role) {
   MoeWeights m;
   m.gate = source.read(p + "ffn.gate.weight");
-  m.bias = source.read(p + "ffn.gate.bias");
+  if (role.hash_routed) {
+    m.tid2eid = source.read_index_table(p + "ffn.gate.tid2eid", config.n_routed_experts);
+  } else {
+    m.bias = source.read(p + "ffn.gate.bias");
+  }
   for (int64_t e = 0; e < config.n_routed_experts; ++e) {
     m.experts.push_back(read_expert(source, fmt::format("{}ffn.experts.{}.", p, e)));
   }
@@ -105,6 +133,10 @@ ModelWeights load_model_weights(const loader::Checkpoint& checkpoint, const Mode
   w.embed = source.read("embed.weight");
   w.head = source.read("head.weight");
   w.norm = source.read("norm.weight");
+  if (plan.has_hc_head) {
+    w.hc_head =
+        MixerTensors{source.read("hc_head_fn"), source.read("hc_head_base"), source.read("hc_head_scale")};
+  }
   for (const LayerRole& role : plan.layers) {
     const std::string p = fmt::format("layers.{}.", role.index);
     LayerWeights layer;
@@ -114,8 +146,8 @@ ModelWeights load_model_weights(const loader::Checkpoint& checkpoint, const Mode
                      source.read(p + "hc_attn_scale")};
     layer.hc_ffn = {source.read(p + "hc_ffn_fn"), source.read(p + "hc_ffn_base"),
                     source.read(p + "hc_ffn_scale")};
-    layer.attn = read_attention(source, p, role);
-    layer.ffn = read_moe(source, p, config);
+    layer.attn = read_attention(source, p, role, config.family);
+    layer.ffn = read_moe(source, p, config, role);
     if (role.has_engram()) layer.engram = read_engram(source, p);
     w.layers.push_back(std::move(layer));
   }

@@ -30,6 +30,10 @@ struct AttentionWeights {
   Tensor wq_a, q_norm, wq_b, wkv, kv_norm, wo_a, wo_b, sink;
   Tensor compressor_wkv, compressor_wgate, compressor_norm, indexer_wk, indexer_k_norm;  // KV sources
   Tensor indexer_wq_b, indexer_weights_proj;                                             // index sources
+  // V4 KV sources: the compressor's absolute position bias [ratio, width] (added to the gate logits) and,
+  // for CSA layers, the indexer's own compressor (indexer_wk / indexer_k_norm stay empty).
+  Tensor compressor_ape;
+  Tensor indexer_compressor_wkv, indexer_compressor_wgate, indexer_compressor_ape, indexer_compressor_norm;
 };
 
 struct ExpertTensors {
@@ -38,7 +42,8 @@ struct ExpertTensors {
 };
 
 struct MoeWeights {
-  Tensor gate, bias;
+  Tensor gate, bias;             // bias empty on V4 hash-routed layers
+  std::vector<int32_t> tid2eid;  // V4 hash-routed layers: [vocab, top_k] expert ids by token
   std::vector<ExpertTensors> experts;
   std::optional<ExpertTensors> shared;
   std::vector<backend::ExpertWeights> expert_views;  // views of `experts`, for the backend
@@ -65,6 +70,7 @@ struct LayerWeights {
 
 struct ModelWeights {
   Tensor embed, head, norm;
+  std::optional<MixerTensors> hc_head;  // V4: hc_head_{fn [hc, hc·D], base [hc], scale [1]}
   std::vector<LayerWeights> layers;
   uint64_t bytes = 0;  // fp32 bytes held
 };

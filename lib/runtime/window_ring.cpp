@@ -5,10 +5,11 @@
 
 namespace flashkv::runtime {
 
-WindowRing make_window_ring(backend::RecordFormat format, int64_t dim, int64_t capacity) {
+WindowRing make_window_ring(backend::RecordFormat format, int64_t dim, int64_t rope_dim, int64_t capacity) {
   WindowRing ring;
   ring.format = format;
   ring.dim = dim;
+  ring.rope_dim = rope_dim;
   ring.capacity = capacity;
   ring.records.assign(static_cast<size_t>(capacity) * ring.row_bytes(), 0);
   ring.positions.assign(static_cast<size_t>(capacity), -1);
@@ -19,7 +20,7 @@ void window_history(const WindowRing& ring, int64_t start, int64_t window, std::
                     std::vector<int64_t>& positions) {
   rows.clear();
   positions.clear();
-  const backend::RecordRows all{ring.format, ring.records.data(), ring.capacity, ring.dim};
+  const backend::RecordRows all{ring.format, ring.records.data(), ring.capacity, ring.dim, ring.rope_dim};
   for (int64_t p = std::max<int64_t>(0, start - window + 1); p < start; ++p) {
     const int64_t slot = p % ring.capacity;
     if (ring.positions[static_cast<size_t>(slot)] != p) continue;

@@ -9,7 +9,8 @@
 
 namespace flashkv::runtime {
 
-WindowRing make_window_ring(backend::RecordFormat format, int64_t dim, int64_t capacity);
+// rope_dim: the BF16 trailing channels of kFp8Bf16Rope rows (V4 faithful); 0 otherwise.
+WindowRing make_window_ring(backend::RecordFormat format, int64_t dim, int64_t rope_dim, int64_t capacity);
 
 // The held rows a chunk starting at `start` may read: positions in (start − window, start), ascending,
 // dequantized into `rows` (dim floats each) with their `positions`. Positions never written (CED decoder

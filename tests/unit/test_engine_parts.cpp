@@ -114,7 +114,7 @@ TEST_CASE("engram hash: the §12 primes and offsets, XOR of products modulo each
 
 TEST_CASE("window ring: keeps the last capacity rows, reads the window, forgets truncated rows", "[engine]") {
   using flashkv::backend::RecordFormat;
-  auto ring = flashkv::runtime::make_window_ring(RecordFormat::kFp32, 2, 5);
+  auto ring = flashkv::runtime::make_window_ring(RecordFormat::kFp32, 2, 0, 5);
   std::vector<float> rows;
   for (int i = 0; i < 7; ++i) rows.insert(rows.end(), {static_cast<float>(i), static_cast<float>(-i)});
   flashkv::runtime::append_window_rows(ring, reinterpret_cast<const uint8_t*>(rows.data()), 0,
