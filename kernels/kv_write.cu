@@ -20,7 +20,8 @@
 //   - RoPE: the CPU's double expressions with explicit _rn intrinsics (no FMA contraction), angles as fp32
 //     products; cos and sin from libdevice (see the caveat in kv_write.cuh). The row's pairs are spread over
 //     all its lanes, one cos/sin per lane for a 512-channel row.
-//   - Ratio-2 pooling: an fp32 estimate with an error bound, kept when it is far from a BF16 midpoint, else the
+//   - Ratio-2 pooling: an fp32 estimate with an error bound, kept when it is far from a BF16 midpoint, else
+//   the
 //     CPU's double expression (exp from libdevice).
 //   - Quantizers: block scales from the host functions compiled for the device, codes from the exact
 //     shortcuts of kv_element_codecs.cuh (as kv_quant.cu).
@@ -75,6 +76,46 @@ __device__ void load_chunk(const void* rows, RowType type, int64_t row, int dim,
 __device__ void load_f32_chunk(const float* rows, int64_t row, int dim, int lane_in_row,
                                float (&x)[kChannels]) {
   load_chunk(rows, RowType::kFp32, row, dim, lane_in_row, x);
+}
+
+// A lane's 16 input channels as loaded (64 bytes of fp32, or 32 bytes of BF16 in q[0..1]), so a row's loads
+// can be issued one row ahead and converted when the row is processed.
+struct RawChunk {
+  uint4 q[4];
+};
+
+__device__ RawChunk fetch_chunk(const void* rows, RowType type, int64_t row, int dim, int lane_in_row) {
+  const int64_t first = row * dim + static_cast<int64_t>(lane_in_row) * kChannels;
+  RawChunk raw;
+  if (type == RowType::kBf16) {
+    const uint4* src = reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(rows) + first);
+    raw.q[0] = __ldg(src);
+    raw.q[1] = __ldg(src + 1);
+    raw.q[2] = raw.q[3] = make_uint4(0, 0, 0, 0);
+  } else {
+    const uint4* src = reinterpret_cast<const uint4*>(static_cast<const float*>(rows) + first);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) raw.q[i] = __ldg(src + i);
+  }
+  return raw;
+}
+
+__device__ void unpack_chunk(const RawChunk& raw, RowType type, float (&x)[kChannels]) {
+  if (type == RowType::kBf16) {
+    const uint32_t w[8] = {raw.q[0].x, raw.q[0].y, raw.q[0].z, raw.q[0].w,
+                           raw.q[1].x, raw.q[1].y, raw.q[1].z, raw.q[1].w};
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      x[2 * i] = __uint_as_float(w[i] << 16);
+      x[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      x[4 * i] = __uint_as_float(raw.q[i].x), x[4 * i + 1] = __uint_as_float(raw.q[i].y);
+      x[4 * i + 2] = __uint_as_float(raw.q[i].z), x[4 * i + 3] = __uint_as_float(raw.q[i].w);
+    }
+  }
 }
 
 // 16 fp32 values (clean records, clean latents) at `dst`, 16-byte aligned.
@@ -482,30 +523,55 @@ __device__ void for_each_row(int64_t n, const Body& body) {
   }
 }
 
+// As for_each_row, for kernels that read one input row per row: the body gets the row's channels, and the
+// loads of the warp's next rows are in flight while it processes the current ones.
+template <int kDim, typename Body>
+__device__ void for_each_input_row(int64_t n, const DeviceRows& input, const Body& body) {
+  const RowLanes<kDim> lanes;
+  const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.x / 32;
+  const int64_t step = warps * RowLanes<kDim>::kRowsPerWarp;
+  const auto clamp = [n](int64_t row) { return row < n ? row : n - 1; };
+  int64_t base = warp * RowLanes<kDim>::kRowsPerWarp;
+  if (base >= n) return;  // warp-uniform
+  RawChunk next =
+      fetch_chunk(input.data, input.type, clamp(base + lanes.row_in_warp), kDim, lanes.lane_in_row);
+  for (; base < n; base += step) {
+    const RawChunk current = next;
+    if (base + step < n) {
+      next = fetch_chunk(input.data, input.type, clamp(base + step + lanes.row_in_warp), kDim,
+                         lanes.lane_in_row);
+    }
+    float x[kChannels];
+    unpack_chunk(current, input.type, x);
+    const int64_t row = base + lanes.row_in_warp;
+    body(x, clamp(row), row < n, lanes);  // idle groups redo the last row without storing
+  }
+}
+
 template <int kDim, bool kFaithful>
 __global__ void __launch_bounds__(kThreads) window_write_kernel(WindowWriteArgs a) {
   constexpr int kLanes = RowLanes<kDim>::kLanes;
   __shared__ RopeTables<kDim> tables;
   const size_t record_bytes = kFaithful ? nm::fp8_row_bytes(kDim) : kDim * sizeof(float);
-  for_each_row<kDim>(a.n, [&](int64_t row, bool active, const RowLanes<kDim>& lanes) {
-    float x[kChannels];
-    load_chunk(a.kv.data, a.kv.type, row, kDim, lanes.lane_in_row, x);
-    const int64_t position = a.start + row;
-    rms_norm_chunk<kLanes, kFaithful>(x, a.norm_weight, a.eps, kDim, lanes.lane_in_row, lanes.first_lane);
-    rope_chunk<kLanes, kFaithful>(x, position, a.rope, kDim, lanes.lane_in_row, lanes.table(tables));
-    if (a.records != nullptr) {
-      store_record<RecordKind::kWindow, kFaithful>(a.records + static_cast<size_t>(row) * record_bytes, kDim,
-                                                   lanes.lane_in_row, x, active);
-    }
-    // The ring keeps only the chunk's last ring_capacity rows, as on the CPU (window_ring.cpp).
-    const bool to_ring = active && a.ring != nullptr && row >= a.n - a.ring_capacity;
-    if (__any_sync(kFullMask, to_ring)) {
-      const int64_t slot = position % a.ring_capacity;
-      store_record<RecordKind::kWindow, kFaithful>(a.ring + static_cast<size_t>(slot) * record_bytes, kDim,
-                                                   lanes.lane_in_row, x, to_ring);
-      if (to_ring && lanes.lane_in_row == 0) a.ring_positions[slot] = position;
-    }
-  });
+  for_each_input_row<kDim>(
+      a.n, a.kv, [&](float(&x)[kChannels], int64_t row, bool active, const RowLanes<kDim>& lanes) {
+        const int64_t position = a.start + row;
+        rms_norm_chunk<kLanes, kFaithful>(x, a.norm_weight, a.eps, kDim, lanes.lane_in_row, lanes.first_lane);
+        rope_chunk<kLanes, kFaithful>(x, position, a.rope, kDim, lanes.lane_in_row, lanes.table(tables));
+        if (a.records != nullptr) {
+          store_record<RecordKind::kWindow, kFaithful>(a.records + static_cast<size_t>(row) * record_bytes,
+                                                       kDim, lanes.lane_in_row, x, active);
+        }
+        // The ring keeps only the chunk's last ring_capacity rows, as on the CPU (window_ring.cpp).
+        const bool to_ring = active && a.ring != nullptr && row >= a.n - a.ring_capacity;
+        if (__any_sync(kFullMask, to_ring)) {
+          const int64_t slot = position % a.ring_capacity;
+          store_record<RecordKind::kWindow, kFaithful>(a.ring + static_cast<size_t>(slot) * record_bytes,
+                                                       kDim, lanes.lane_in_row, x, to_ring);
+          if (to_ring && lanes.lane_in_row == 0) a.ring_positions[slot] = position;
+        }
+      });
 }
 
 template <int kDim, bool kFaithful>
@@ -553,15 +619,15 @@ template <int kDim, bool kFaithful>
 __global__ void __launch_bounds__(kThreads) index_key_write_kernel(IndexKeyWriteArgs a) {
   constexpr int kLanes = RowLanes<kDim>::kLanes;
   __shared__ RopeTables<kDim> tables;
-  for_each_row<kDim>(a.count, [&](int64_t index, bool active, const RowLanes<kDim>& lanes) {
-    const int64_t entry = a.first_entry + index;
-    float x[kChannels];
-    load_chunk(a.keys.data, a.keys.type, index, kDim, lanes.lane_in_row, x);
-    rms_norm_chunk<kLanes, kFaithful>(x, a.norm_weight, a.eps, kDim, lanes.lane_in_row, lanes.first_lane);
-    rope_chunk<kLanes, kFaithful>(x, entry * a.ratio, a.rope, kDim, lanes.lane_in_row, lanes.table(tables));
-    store_record<RecordKind::kKey, kFaithful>(record_address(a.records, entry), kDim, lanes.lane_in_row, x,
-                                              active);
-  });
+  for_each_input_row<kDim>(
+      a.count, a.keys, [&](float(&x)[kChannels], int64_t index, bool active, const RowLanes<kDim>& lanes) {
+        const int64_t entry = a.first_entry + index;
+        rms_norm_chunk<kLanes, kFaithful>(x, a.norm_weight, a.eps, kDim, lanes.lane_in_row, lanes.first_lane);
+        rope_chunk<kLanes, kFaithful>(x, entry * a.ratio, a.rope, kDim, lanes.lane_in_row,
+                                      lanes.table(tables));
+        store_record<RecordKind::kKey, kFaithful>(record_address(a.records, entry), kDim, lanes.lane_in_row,
+                                                  x, active);
+      });
 }
 
 // ---- launch
