@@ -543,13 +543,14 @@ __device__ void compute_logits_pipelined(const Layout& s, const KeySource& src, 
     qa[ks][3] = pair(head0 + g + 8, d + 8);
   }
 
-  TileRecords<kKeys> records;
-  if (tiles > 0) {
-    load_tile(s, src, 0, records);
-    store_tile<kKeys>(s.tile, src, 0, records);
-  }
+  // Records run two tiles ahead: tile t+1 is stored from registers while tile t is multiplied, and tile
+  // t+2's loads are in flight until the next step (two register sets, the loop unrolled by two).
+  TileRecords<kKeys> even, odd;
+  if (tiles > 0) load_tile(s, src, 0, even);
+  if (tiles > 1) load_tile(s, src, 1, odd);
+  if (tiles > 0) store_tile<kKeys>(s.tile, src, 0, even);
   __syncthreads();  // tile 0 and the zeroed logits
-  for (int tile = 0; tile < tiles; ++tile) {
+  const auto step = [&](int tile, const TileRecords<kKeys>& next, TileRecords<kKeys>& spare) {
     const uint32_t buffer = smem_address(s.tile) + static_cast<uint32_t>((tile & 1) * kBufferBytes);
     float acc[16];
 #pragma unroll
@@ -562,10 +563,9 @@ __device__ void compute_logits_pipelined(const Layout& s, const KeySource& src, 
       wgmma_m64n32k16(acc, qa[ks], sw128_descriptor(start, 16, 1024), 1);
     }
     wgmma_commit();
-    if (tile + 1 < tiles) {  // overlaps the multiplication
-      load_tile(s, src, tile + 1, records);
-      store_tile<kKeys>(s.tile + ((tile + 1) & 1) * kBufferBytes, src, tile + 1, records);
-    }
+    // overlapping the multiplication: store tile + 1, start loading tile + 2
+    if (tile + 1 < tiles) store_tile<kKeys>(s.tile + ((tile + 1) & 1) * kBufferBytes, src, tile + 1, next);
+    if (tile + 2 < tiles) load_tile(s, src, tile + 2, spare);
     wgmma_wait_all();
 #pragma unroll
     for (int i = 0; i < 16; ++i) fence_register(acc[i]);
@@ -581,6 +581,10 @@ __device__ void compute_logits_pipelined(const Layout& s, const KeySource& src, 
       }
     }
     __syncthreads();  // next buffer complete; this buffer free again
+  };
+  for (int tile = 0; tile < tiles; tile += 2) {
+    step(tile, odd, even);
+    if (tile + 1 < tiles) step(tile + 1, even, odd);
   }
   __syncthreads();
 }
@@ -762,8 +766,9 @@ __device__ void compute_output_wgmma(const Layout& s, const KeySource& src, int 
 
 // Pipelined wgmma P·V: as compute_output_wgmma on 32-key tiles, dequantizing tile t + 1 while tile t is
 // multiplied.
-__device__ void compute_output_pipelined(const Layout& s, const KeySource& src, int tiles,
-                                         uint16_t* out_row) {
+__device__ void compute_output_pipelined(const Layout& s, const KeySource& src, int tiles, uint16_t* out_row,
+                                         TileRecords<kPipelinedKeys>& even,
+                                         TileRecords<kPipelinedKeys>& odd) {
   constexpr int kKeys = kPipelinedKeys;
   constexpr int kBufferBytes = kKeys * kChunksPerKey * 32;
   const int warp = static_cast<int>(threadIdx.x) / 32;
@@ -776,13 +781,11 @@ __device__ void compute_output_pipelined(const Layout& s, const KeySource& src, 
 #pragma unroll
   for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
 
-  TileRecords<kKeys> records;
-  if (tiles > 0) {
-    load_tile(s, src, 0, records);
-    store_tile<kKeys>(s.tile, src, 0, records);
-  }
+  // `even` / `odd` arrive holding tiles 0 and 1 (loaded before the softmax); as in the logits phase the
+  // records then run two tiles ahead.
+  if (tiles > 0) store_tile<kKeys>(s.tile, src, 0, even);
   __syncthreads();
-  for (int tile = 0; tile < tiles; ++tile) {
+  const auto step = [&](int tile, const TileRecords<kKeys>& next, TileRecords<kKeys>& spare) {
     const uint32_t buffer = smem_address(s.tile) + static_cast<uint32_t>((tile & 1) * kBufferBytes);
     uint32_t a[2][4];
 #pragma unroll
@@ -797,14 +800,16 @@ __device__ void compute_output_pipelined(const Layout& s, const KeySource& src, 
       wgmma_m64n256k16_tb(acc, a[ks], sw128_descriptor(start, kKeys * 128, 1024), 1);
     }
     wgmma_commit();
-    if (tile + 1 < tiles) {
-      load_tile(s, src, tile + 1, records);
-      store_tile<kKeys>(s.tile + ((tile + 1) & 1) * kBufferBytes, src, tile + 1, records);
-    }
+    if (tile + 1 < tiles) store_tile<kKeys>(s.tile + ((tile + 1) & 1) * kBufferBytes, src, tile + 1, next);
+    if (tile + 2 < tiles) load_tile(s, src, tile + 2, spare);
     wgmma_wait_all();
 #pragma unroll
     for (int i = 0; i < 128; ++i) fence_register(acc[i]);
     __syncthreads();
+  };
+  for (int tile = 0; tile < tiles; tile += 2) {
+    step(tile, odd, even);
+    if (tile + 1 < tiles) step(tile + 1, even, odd);
   }
   store_output<32>(acc, head0, 256 * group, out_row);
 }
@@ -873,6 +878,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   } else {
     compute_logits<kLogits == 1>(s, src, q_row, tiles);
   }
+  TileRecords<kPipelinedKeys> even, odd;  // the pipelined P·V's first two tiles, loaded across the softmax
+  if constexpr (kOutput == 2) {
+    if (small_tiles > 0) load_tile(s, src, 0, even);
+    if (small_tiles > 1) load_tile(s, src, 1, odd);
+  }
   compute_probabilities(s, src.total, tiles, args.sink, scale);
   if constexpr (kOutput == 0) {
     compute_output_mma(s, src, tiles, out_row);
@@ -881,7 +891,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   } else if constexpr (kOutput == 3) {
     compute_output_wgmma<true>(s, src, tiles, out_row);
   } else {
-    compute_output_pipelined(s, src, small_tiles, out_row);
+    compute_output_pipelined(s, src, small_tiles, out_row, even, odd);
   }
 }
 
