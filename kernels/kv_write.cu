@@ -9,10 +9,11 @@
 //
 // Exactness against the CPU backend (faithful):
 //   - Sum of squares: the CPU sums x² in double over eight partial sums (numerics.hpp dot()). When every
-//     partial sum is exact, the order does not matter: the squares are multiples of q = (lowest set bit of
-//     the row)² with at most 48 significant bits, so if the whole sum is below 2^52·q every partial sum of
-//     any order is an exact multiple of q below 2^53·q. The kernel checks that bound on a sum in any order
-//     and recomputes the CPU's order (a serial scan across the lanes) only for rows that fail it.
+//     partial sum is exact, the order does not matter: the squares are multiples of q = (a power of two every
+//     channel is a multiple of)² with at most 48 significant bits, so if the whole sum is below 2^52·q every
+//     partial sum of any order is an exact multiple of q below 2^53·q. The kernel checks that bound on a sum
+//     in any order and recomputes the CPU's order (a serial scan across the lanes) only for rows that fail
+//     it (rows with channels 2^20 times smaller than their norm, or fp32 rows of full precision).
 //   - RMSNorm output bf16(fp32(w·(x/root))) in double: the kernel forms w·x·rsqrt(mean square) in fp32
 //     (relative error below 4·2^-24, i.e. 4 fp32 ulps) and keeps its BF16 rounding when that value is more
 //     than 16 ulps from a BF16 rounding midpoint (so the exact value and the CPU's double result round the
@@ -173,15 +174,6 @@ __device__ int row_min(int v) {
   return v;
 }
 
-// Exponent of the lowest set bit of a finite non-zero fp32 (its value's smallest power-of-two quantum).
-__device__ int lowest_bit_exponent(float x) {
-  const uint32_t bits = __float_as_uint(x) & 0x7fffffffu;
-  const uint32_t biased = bits >> 23;
-  const uint32_t significand = biased == 0 ? (bits & 0x7fffffu) : ((bits & 0x7fffffu) | 0x800000u);
-  const int exponent = biased == 0 ? -149 : static_cast<int>(biased) - 150;
-  return exponent + (__ffs(static_cast<int>(significand)) - 1);
-}
-
 __device__ double square(float x) {
   const double d = x;
   return __dmul_rn(d, d);  // exact: 48 significant bits at most
@@ -208,24 +200,25 @@ __device__ double ordered_sum_of_squares(const float (&x)[kChannels], int first_
                    __dadd_rn(__dadd_rn(partial[2], partial[6]), __dadd_rn(partial[3], partial[7])));
 }
 
-// The CPU's double sum of squares of the row (see the header comment for why the fast sum is exact when
-// it is used). Called by all 32 lanes; rows of a warp fall back together.
+// The CPU's double sum of squares of the row. Every channel is a multiple of 2^lowest, where lowest is the
+// exponent of its leading bit minus (significand_bits − 1) (8 bits for BF16-valued rows, 24 for any fp32;
+// 2^-149 for subnormals), so the any-order sum is the CPU's when it is below 2^(52 + 2·lowest) for the row's
+// smallest non-zero channel (see the header comment). A NaN or Inf makes the sum fail that test. Called by
+// all 32 lanes; the rows of a warp take the ordered path together.
 template <int kLanes>
-__device__ double sum_of_squares(const float (&x)[kChannels], int first_lane) {
+__device__ double sum_of_squares(const float (&x)[kChannels], int first_lane, int significand_bits) {
   double local = 0.0;
-  int lowest = 1 << 20;
-  bool finite = true;
+  int smallest = 255;  // biased exponent field of the smallest non-zero |x|
 #pragma unroll
   for (int i = 0; i < kChannels; ++i) {
     local = __fma_rn(static_cast<double>(x[i]), static_cast<double>(x[i]), local);  // = local + x² (exact)
-    finite = finite && isfinite(x[i]);
-    if (x[i] != 0.0f && isfinite(x[i])) lowest = min(lowest, lowest_bit_exponent(x[i]));
+    const int field = static_cast<int>((__float_as_uint(x[i]) >> 23) & 0xffu);
+    smallest = min(smallest, x[i] != 0.0f ? field : 255);
   }
   const double any_order = row_sum<kLanes>(local);
-  lowest = row_min<kLanes>(lowest);
-  // 2^(52 + 2·lowest) overflows to +Inf for an all-zero row: the bound then holds trivially.
-  const bool exact = finite && any_order < ldexp(1.0, 52 + 2 * min(lowest, 600));
-  if (__all_sync(kFullMask, exact)) return any_order;
+  smallest = row_min<kLanes>(smallest);
+  const int lowest = smallest == 0 ? -149 : smallest - 127 - (significand_bits - 1);
+  if (__all_sync(kFullMask, any_order < ldexp(1.0, 52 + 2 * lowest))) return any_order;
   return ordered_sum_of_squares<kLanes>(x, first_lane);
 }
 
@@ -248,22 +241,22 @@ __device__ float cpu_norm_value(float x, float w, double mean_square, bool faith
 // Faithful: bf16(fp32(w·(x/root))) through the fp32 estimate w·x·RN(1/sqrt(RN(mean_square))) (relative error
 // below 4·2^-24, i.e. 4 fp32 ulps) when it is more than kMidpointMargin ulps from a BF16 rounding midpoint.
 __device__ float faithful_norm_value(float x, float w, double mean_square, float inverse_root) {
-  const float wx = __fmul_rn(w, x);
-  const float estimate = __fmul_rn(wx, inverse_root);
-  const uint32_t magnitude = __float_as_uint(estimate) & 0x7fffffffu;
-  const uint32_t low = magnitude & 0xffffu;
-  const uint32_t midpoint_distance = low > 0x8000u ? low - 0x8000u : 0x8000u - low;
-  // Normal fp32 range with room on both sides (no underflow in w·x or the product, no overflow); a row whose
-  // mean square is outside the fp32 range has inverse_root = NaN and always takes the double path.
-  const bool normal = fabsf(wx) >= 0x1p-126f && magnitude >= 0x0d800000u && magnitude < 0x7e800000u;
-  if (normal && midpoint_distance > kMidpointMargin) return round_bf16(estimate);
+  const float estimate = __fmul_rn(__fmul_rn(w, x), inverse_root);
+  const uint32_t bits = __float_as_uint(estimate);
+  const uint32_t magnitude = bits & 0x7fffffffu;
+  // |estimate| in [2^-60, 2^126): with inverse_root <= 2^60 nothing underflowed on the way (w·x >= 2^-120)
+  // and nothing overflows (a NaN inverse_root, for a mean square outside the fp32 range, fails this too).
+  const bool in_range = magnitude - 0x21800000u < 0x7e800000u - 0x21800000u;
+  // more than kMidpointMargin ulps from the BF16 midpoint (low half 0x8000)
+  const bool clear = (bits & 0xffffu) - (0x8000u - kMidpointMargin) > 2 * kMidpointMargin;
+  if (in_range && clear) return __uint_as_float((bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u);
   return cpu_norm_value(x, w, mean_square, true);
 }
 
 template <int kLanes, bool kFaithful>
 __device__ void rms_norm_chunk(float (&x)[kChannels], const float* weight, double eps, int dim,
-                               int lane_in_row, int first_lane) {
-  const double sum = sum_of_squares<kLanes>(x, first_lane);
+                               int lane_in_row, int first_lane, int significand_bits) {
+  const double sum = sum_of_squares<kLanes>(x, first_lane, significand_bits);
   // Σx²/d: dim is a power of two, so the product with 1/d is the CPU's correctly rounded quotient.
   const double mean_square = __dadd_rn(__dmul_rn(sum, 1.0 / dim), eps);
   const float mean_square_f = __double2float_rn(mean_square);
@@ -554,10 +547,12 @@ __global__ void __launch_bounds__(kThreads) window_write_kernel(WindowWriteArgs 
   constexpr int kLanes = RowLanes<kDim>::kLanes;
   __shared__ RopeTables<kDim> tables;
   const size_t record_bytes = kFaithful ? nm::fp8_row_bytes(kDim) : kDim * sizeof(float);
+  const int significand_bits = a.kv.type == RowType::kBf16 ? 8 : 24;
   for_each_input_row<kDim>(
       a.n, a.kv, [&](float(&x)[kChannels], int64_t row, bool active, const RowLanes<kDim>& lanes) {
         const int64_t position = a.start + row;
-        rms_norm_chunk<kLanes, kFaithful>(x, a.norm_weight, a.eps, kDim, lanes.lane_in_row, lanes.first_lane);
+        rms_norm_chunk<kLanes, kFaithful>(x, a.norm_weight, a.eps, kDim, lanes.lane_in_row, lanes.first_lane,
+                                          significand_bits);
         rope_chunk<kLanes, kFaithful>(x, position, a.rope, kDim, lanes.lane_in_row, lanes.table(tables));
         if (a.records != nullptr) {
           store_record<RecordKind::kWindow, kFaithful>(a.records + static_cast<size_t>(row) * record_bytes,
@@ -579,6 +574,8 @@ __global__ void __launch_bounds__(kThreads)
     compressor_write_kernel(CompressorWriteArgs a, int64_t first, int64_t count) {
   constexpr int kLanes = RowLanes<kDim>::kLanes;
   __shared__ RopeTables<kDim> tables;
+  // faithful pooled values are BF16-valued (the kernel rounds them)
+  const int significand_bits = a.ratio == 1 ? (a.v.type == RowType::kBf16 ? 8 : 24) : (kFaithful ? 8 : 24);
   for_each_row<kDim>(count, [&](int64_t index, bool active, const RowLanes<kDim>& lanes) {
     const int64_t entry = first + index;
     float x[kChannels];
@@ -600,7 +597,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int i = 0; i < kChannels; ++i) x[i] = pool_pair(v0[i], g0[i], v1[i], g1[i], kFaithful);
     }
-    rms_norm_chunk<kLanes, kFaithful>(x, a.norm_weight, a.eps, kDim, lanes.lane_in_row, lanes.first_lane);
+    rms_norm_chunk<kLanes, kFaithful>(x, a.norm_weight, a.eps, kDim, lanes.lane_in_row, lanes.first_lane,
+                                      significand_bits);
     if (a.latents != nullptr && active) {
       const int64_t offset = index * kDim + lanes.lane_in_row * kChannels;
       if (kFaithful) {
@@ -619,10 +617,12 @@ template <int kDim, bool kFaithful>
 __global__ void __launch_bounds__(kThreads) index_key_write_kernel(IndexKeyWriteArgs a) {
   constexpr int kLanes = RowLanes<kDim>::kLanes;
   __shared__ RopeTables<kDim> tables;
+  const int significand_bits = a.keys.type == RowType::kBf16 ? 8 : 24;
   for_each_input_row<kDim>(
       a.count, a.keys, [&](float(&x)[kChannels], int64_t index, bool active, const RowLanes<kDim>& lanes) {
         const int64_t entry = a.first_entry + index;
-        rms_norm_chunk<kLanes, kFaithful>(x, a.norm_weight, a.eps, kDim, lanes.lane_in_row, lanes.first_lane);
+        rms_norm_chunk<kLanes, kFaithful>(x, a.norm_weight, a.eps, kDim, lanes.lane_in_row, lanes.first_lane,
+                                          significand_bits);
         rope_chunk<kLanes, kFaithful>(x, entry * a.ratio, a.rope, kDim, lanes.lane_in_row,
                                       lanes.table(tables));
         store_record<RecordKind::kKey, kFaithful>(record_address(a.records, entry), kDim, lanes.lane_in_row,
