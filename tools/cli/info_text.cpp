@@ -99,6 +99,8 @@ void write_engram_dspark_storage(Out out, const ModelConfig& c) {
   }
   if (c.num_nextn_predict_layers == 0) {
     fmt::format_to(out, "dspark: none\n");
+  } else if (c.family == ModelFamily::kDeepseekV4) {
+    fmt::format_to(out, "mtp: {} stage(s) (not in the layer plan)\n", c.num_nextn_predict_layers);
   } else {
     fmt::format_to(out,
                    "dspark: {} stages (not in the layer plan), block {}, noise token {}, target layers [{}], "
