@@ -271,6 +271,28 @@ __device__ inline int append_valid(const int32_t* list, int count, int32_t* keys
   return base;
 }
 
+// The row's keys in `keys` (record indices: visible window rows, then selected entries, in order) and
+// counts[0] = window keys, counts[1] = all keys. The lists are staged in shared memory (`staged`, window_cap
+// + topk ints of scratch) by every thread in one round trip, then compacted by one warp. Ends synchronized.
+__device__ void build_key_list(const SparseAttentionArgs& args, int64_t row, int32_t* staged, int32_t* keys,
+                               int* counts) {
+  for (int i = static_cast<int>(threadIdx.x); i < args.window_cap + args.topk; i += kThreads) {
+    staged[i] = i < args.window_cap ? args.window_rows[row * args.window_cap + i]
+                                    : args.selection[row * args.topk + (i - args.window_cap)];
+  }
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    const int lane = static_cast<int>(threadIdx.x);
+    const int window_keys = append_valid(staged, args.window_cap, keys, 0, lane);
+    const int total = append_valid(staged + args.window_cap, args.topk, keys, window_keys, lane);
+    if (lane == 0) {
+      counts[0] = window_keys;
+      counts[1] = total;
+    }
+  }
+  __syncthreads();
+}
+
 // ---- dequantization of one key tile
 // ------------------------------------------------------------------------
 
@@ -420,6 +442,24 @@ __device__ inline void store_tile(uint8_t* buffer, const KeySource& src, int til
   fence_proxy_async();  // the wgmma variant reads the tile through the async proxy
 }
 
+// A fragments of Q[head0 .. +16][dim0 .. +256] for this lane: 16 k-steps of m16n8k16 (also wgmma's register
+// A layout for the warp's 16 rows).
+__device__ inline void load_q_fragments(const uint16_t* q_row, int head0, int dim0, uint32_t (&qa)[16][4]) {
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const int g = lane / 4, c = lane % 4;
+  const auto pair = [&](int head, int dim) {
+    return __ldg(reinterpret_cast<const uint32_t*>(q_row + head * kDim + dim));
+  };
+#pragma unroll
+  for (int ks = 0; ks < 16; ++ks) {
+    const int d = dim0 + 16 * ks + 2 * c;
+    qa[ks][0] = pair(head0 + g, d);
+    qa[ks][1] = pair(head0 + g + 8, d);
+    qa[ks][2] = pair(head0 + g, d + 8);
+    qa[ks][3] = pair(head0 + g + 8, d + 8);
+  }
+}
+
 // ---- phase 1: raw logits S = Q·Kᵀ
 // --------------------------------------------------------------------------
 
@@ -432,19 +472,8 @@ __device__ void compute_logits(const Layout& s, const KeySource& src, const uint
   const int dim0 = 256 * (warp >> 2);  // and its warpgroup's half of the channels
   const bool second_half = (warp >> 2) != 0;
 
-  // A fragments of Q[head0 .. +16][dim0 .. +256]: 16 k-steps of m16n8k16 (also wgmma's register A layout).
   uint32_t qa[16][4];
-  const auto q_pair = [&](int head, int dim) {
-    return __ldg(reinterpret_cast<const uint32_t*>(q_row + head * kDim + dim));
-  };
-#pragma unroll
-  for (int ks = 0; ks < 16; ++ks) {
-    const int d = dim0 + 16 * ks + 2 * c;
-    qa[ks][0] = q_pair(head0 + g, d);
-    qa[ks][1] = q_pair(head0 + g + 8, d);
-    qa[ks][2] = q_pair(head0 + g, d + 8);
-    qa[ks][3] = q_pair(head0 + g + 8, d + 8);
-  }
+  load_q_fragments(q_row, head0, dim0, qa);
 
   const int mi = lane / 8, r = lane % 8;
   TileRecords<kTileKeys> records;
@@ -531,17 +560,7 @@ __device__ void compute_logits_pipelined(const Layout& s, const KeySource& src, 
     reinterpret_cast<float4*>(s.logits)[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 
   uint32_t qa[16][4];
-#pragma unroll
-  for (int ks = 0; ks < 16; ++ks) {
-    const int d = dim0 + 16 * ks + 2 * c;
-    const auto pair = [&](int head, int dim) {
-      return __ldg(reinterpret_cast<const uint32_t*>(q_row + head * kDim + dim));
-    };
-    qa[ks][0] = pair(head0 + g, d);
-    qa[ks][1] = pair(head0 + g + 8, d);
-    qa[ks][2] = pair(head0 + g, d + 8);
-    qa[ks][3] = pair(head0 + g + 8, d + 8);
-  }
+  load_q_fragments(q_row, head0, dim0, qa);
 
   // Records run two tiles ahead: tile t+1 is stored from registers while tile t is multiplied, and tile
   // t+2's loads are in flight until the next step (two register sets, the loop unrolled by two).
@@ -849,24 +868,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   s.key_stride = key_stride;
 
   const int64_t row = blockIdx.x;
-  // The row's lists are staged in shared memory by every thread in one round trip (the logits area is free
-  // until phase 1), then compacted in order by one warp.
-  int32_t* staged = reinterpret_cast<int32_t*>(s.logits);
-  for (int i = static_cast<int>(threadIdx.x); i < args.window_cap + args.topk; i += kThreads) {
-    staged[i] = i < args.window_cap ? args.window_rows[row * args.window_cap + i]
-                                    : args.selection[row * args.topk + (i - args.window_cap)];
-  }
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    const int lane = static_cast<int>(threadIdx.x);
-    const int window_keys = append_valid(staged, args.window_cap, s.keys, 0, lane);
-    const int total = append_valid(staged + args.window_cap, args.topk, s.keys, window_keys, lane);
-    if (lane == 0) {
-      s.counts[0] = window_keys;
-      s.counts[1] = total;
-    }
-  }
-  __syncthreads();
+  build_key_list(args, row, reinterpret_cast<int32_t*>(s.logits), s.keys, s.counts);  // logits area: free yet
   const KeySource src{args.window_records, args.entry_records, s.counts[0], s.counts[1]};
   const int tiles = (src.total + kTileKeys - 1) / kTileKeys;
 
