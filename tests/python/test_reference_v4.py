@@ -7,6 +7,7 @@
   chunked prefill with odd chunks (windows left open across calls) equal one full forward; also in clean;
 - faithful storage: window rows and compressed entries hold FP8 E4M3 non-RoPE channels with a power-of-two scale
   per 64 and BF16 RoPE channels (checked against ml_dtypes directly), index keys are MXFP4 blocks; 584 B per row;
+- the plan and cache bytes agree with the C++ config layer (`flashkv info --json`) for every deepseek_v4 config;
 - the loader reads V4's 128x128 FP8 tiles and integer tid2eid; the command line runs V4 checkpoints.
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import subprocess
 
 import ml_dtypes
 import numpy as np
@@ -25,7 +27,7 @@ from reference.compare import compare_logits, relative_error
 from reference.compare import main as compare_main
 from reference.config import ConfigError
 from reference.config_v4 import (config_v4_from_dict, global_kv_bytes_per_token_v4, index_key_bytes_v4,
-                                 kv_row_bytes_v4, window_bytes_per_session_v4)
+                                 kv_row_bytes_v4, layer_plan_v4, window_bytes_per_session_v4)
 from reference.dumps import Dump, merge_dumps
 from reference.model import ModelError
 from reference.model_v4 import ModelV4
@@ -104,6 +106,33 @@ def test_official_v4_flash_plan_and_kv_bytes():
     assert global_kv_bytes_per_token_v4(config) == 21 * (584 + 68) / 4 + 20 * 584 / 128
     assert round(global_kv_bytes_per_token_v4(config)) == 3514
     assert window_bytes_per_session_v4(config) == 43 * 128 * 584
+
+
+V4_DATA_CONFIGS = [path for path in sorted((ROOT / "tests/data/configs").glob("*/config.json"))
+                   if json.loads(path.read_text(encoding="utf-8")).get("model_type") == "deepseek_v4"]
+
+
+@pytest.mark.parametrize("path", V4_DATA_CONFIGS + [GOLDEN / name / "config.json" for name in CASES],
+                         ids=lambda p: p.parent.name)
+def test_plan_and_bytes_agree_with_flashkv_info(path, build_dir):
+    """The C++ config layer's answer (`flashkv info --json`) for every deepseek_v4 config in the repository."""
+    cli = build_dir / "flashkv"
+    assert cli.exists(), f"{cli} is not built (scripts/build): the C++ side of this comparison is missing"
+    result = subprocess.run([str(cli), "info", str(path), "--json"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    info = json.loads(result.stdout)
+    config = config_v4_from_dict(json.loads(path.read_text(encoding="utf-8")), str(path))
+    ours = [{"index": r.index, "ratio": r.ratio, "mode": r.kind, "is_kv_source": r.kind != "swa",
+             "is_index_source": r.kind == "csa", "kv_owner": None if r.kind == "swa" else r.index,
+             "topk_source": r.index if r.kind == "csa" else None, "hash_routed": r.is_hash,
+             "overlapping_compressor": r.overlapping, "indexer_has_compressor": r.kind == "csa",
+             "rope": {"base": "base", "compress": "compress_yarn"}[r.rope]} for r in layer_plan_v4(config)]
+    assert [{k: layer[k] for k in ours[0]} for layer in info["layers"]] == ours
+    assert info["kv_entry_bytes"] == kv_row_bytes_v4(config)
+    assert info["index_key_bytes"] == index_key_bytes_v4(config)
+    assert info["window_row_bytes"] == kv_row_bytes_v4(config)
+    assert info["window_bytes_per_session"] == window_bytes_per_session_v4(config)
+    assert info["global_kv_bytes_per_token"] == pytest.approx(global_kv_bytes_per_token_v4(config), rel=1e-12)
 
 
 # ---------------------------------------------------------------------------------------------------------

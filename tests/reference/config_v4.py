@@ -227,8 +227,9 @@ def kv_row_bytes_v4(config: ConfigV4) -> int:
 
 
 def index_key_bytes_v4(config: ConfigV4) -> int:
-    """An MXFP4 index key: half a byte per channel + one E8M0 scale per 32 channels (68 for 128)."""
-    return config.index_head_dim // 2 + config.index_head_dim // 32
+    """An MXFP4 index key: half a byte per channel + one E8M0 scale per 32 channels, a partial block included (68
+    for 128)."""
+    return -(-config.index_head_dim // 2) + -(-config.index_head_dim // 32)
 
 
 def global_kv_bytes_per_token_v4(config: ConfigV4) -> float:

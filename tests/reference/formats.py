@@ -342,10 +342,10 @@ V4_KV_FP8_BLOCK = 64
 
 
 def v4_kv_record_bytes(channels: int, rope_channels: int) -> int:
-    """FP8 E4M3 non-RoPE channels + one UE8M0 scale per 64 of them + BF16 RoPE channels, padded to 8 bytes
-    (584 for 512 channels with 64 RoPE: 448 + 7 + 128, one pad byte)."""
+    """FP8 E4M3 non-RoPE channels + one UE8M0 scale per 64 of them (a partial block has one too) + BF16 RoPE
+    channels, padded to 8 bytes (584 for 512 channels with 64 RoPE: 448 + 7 + 128, one pad byte)."""
     nope = channels - rope_channels
-    return -(-(nope + nope // V4_KV_FP8_BLOCK + 2 * rope_channels) // 8) * 8
+    return -(-(nope + -(-nope // V4_KV_FP8_BLOCK) + 2 * rope_channels) // 8) * 8
 
 
 def v4_kv_fakequant(x, rope_channels: int) -> np.ndarray:
