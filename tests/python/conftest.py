@@ -28,6 +28,20 @@ def cli(build_dir) -> pathlib.Path:
 
 
 @pytest.fixture(scope="session")
+def flashkv_info(cli):
+    """flashkv_info(path) -> the parsed `flashkv info PATH --json` of the built program."""
+    import json  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+
+    def run(path) -> dict:
+        result = subprocess.run([str(cli), "info", str(path), "--json"], capture_output=True, text=True, timeout=60)
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout)
+
+    return run
+
+
+@pytest.fixture(scope="session")
 def fkt():
     """The flashkv_testing pybind11 module (C++ internals exposed for oracle tests)."""
     import flashkv_testing  # noqa: PLC0415 -- built by CMake; a missing module is a build failure

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import subprocess
 
 import ml_dtypes
 import numpy as np
@@ -114,13 +113,9 @@ V4_DATA_CONFIGS = [path for path in sorted((ROOT / "tests/data/configs").glob("*
 
 @pytest.mark.parametrize("path", V4_DATA_CONFIGS + [GOLDEN / name / "config.json" for name in CASES],
                          ids=lambda p: p.parent.name)
-def test_plan_and_bytes_agree_with_flashkv_info(path, build_dir):
+def test_plan_and_bytes_agree_with_flashkv_info(path, flashkv_info):
     """The C++ config layer's answer (`flashkv info --json`) for every deepseek_v4 config in the repository."""
-    cli = build_dir / "flashkv"
-    assert cli.exists(), f"{cli} is not built (scripts/build): the C++ side of this comparison is missing"
-    result = subprocess.run([str(cli), "info", str(path), "--json"], capture_output=True, text=True, timeout=60)
-    assert result.returncode == 0, result.stderr
-    info = json.loads(result.stdout)
+    info = flashkv_info(path)
     config = config_v4_from_dict(json.loads(path.read_text(encoding="utf-8")), str(path))
     ours = [{"index": r.index, "ratio": r.ratio, "mode": r.kind, "is_kv_source": r.kind != "swa",
              "is_index_source": r.kind == "csa", "kv_owner": None if r.kind == "swa" else r.index,
