@@ -265,8 +265,15 @@ __device__ inline void load_tile(const FastArgs& a, int64_t tile, uint8_t* stage
   for (int chunk = threadIdx.x; chunk < kFastTileBytes / 16; chunk += kFastThreads) {
     const int64_t offset = first_byte + chunk * 16;
     const int64_t left = total_bytes - offset;
-    const int bytes = left >= 16 ? 16 : (left > 0 ? static_cast<int>(left) : 0);
-    cp_async_16(stage + chunk * 16, a.keys + (bytes > 0 ? offset : 0), bytes);
+    if (left >= 16) {
+      cp_async_16(stage + chunk * 16, a.keys + offset, 16);
+      continue;
+    }
+    // The tail of the last record (records are 68 bytes, a multiple of 4 but not of 16) and the space
+    // past it: plain 4-byte loads and zeros, so no access reaches past the key buffer.
+    auto* words = reinterpret_cast<uint32_t*>(stage + chunk * 16);
+    for (int w = 0; w < 4; ++w)
+      words[w] = 4 * w < left ? *reinterpret_cast<const uint32_t*>(a.keys + offset + 4 * w) : 0u;
   }
 }
 
