@@ -57,6 +57,7 @@ int main() {
     fc::quantize_mxfp4_keys(queries.as<float>(), query_rows, kDim, query_records.as<uint8_t>(), stream);
     fc::dequantize_mxfp4_keys(query_records.as<uint8_t>(), query_rows, kDim, queries.as<float>(), stream);
     fb::fill_random(weights.as<float>(), kMaxRows * kHeads, 33, 0.1f, stream);
+    fb::DeviceBuffer workspace(fc::index_scores_workspace_bytes(kMaxRows, kHeads));
     for (const int64_t n : kLengths) {
       for (const int64_t rows : kBatches) {
         fill_visible<<<1, 32, 0, stream>>>(visible.as<int64_t>(), rows, n);
@@ -73,6 +74,8 @@ int main() {
         args.n_visible = visible.as<int64_t>();
         args.scores = scores.as<float>();
         args.faithful = true;
+        args.workspace = workspace.as<void>();
+        args.workspace_bytes = workspace.bytes();
         const double ms = fb::median_ms(stream, [&] { fc::index_scores(args, stream); });
         const double bytes = static_cast<double>(n * kKeyBytes + rows * n * 4);
         const double floor_ms = bytes / (copy_gbs * 1e9) * 1e3;

@@ -117,10 +117,16 @@ int sm_count() {
   return count;
 }
 
+constexpr size_t kMaxExactSmem = 200 * 1024;
+
 void launch_exact_scores(const IndexScoringArgs& args, const int* skip, cudaStream_t stream) {
   const size_t smem = exact_scores_smem(args.heads, args.dim);
-  FKV_CUDA_CHECK(cudaFuncSetAttribute(exact_scores_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(smem)));
+  static const bool configured = [] {
+    FKV_CUDA_CHECK(cudaFuncSetAttribute(exact_scores_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(kMaxExactSmem)));
+    return true;
+  }();
+  (void)configured;
   const int64_t tiles = (args.key_count + kScoreThreads - 1) / kScoreThreads;
   const int64_t per_row = std::max<int64_t>(1, 4 * sm_count() / std::max<int64_t>(args.n, 1));
   const dim3 grid(static_cast<unsigned>(std::min(tiles, per_row)), static_cast<unsigned>(args.n));
@@ -164,42 +170,47 @@ struct PreparedQueries {
   int* span;        // [n]: max over heads of the block exponent spread
 };
 
-// One CTA per query row, one thread per (head, block).
-__global__ void prepare_queries_kernel(const float* queries, int64_t n, int heads, PreparedQueries out) {
+// One CTA per query row; each warp codes (head, block) slots, one lane per channel.
+constexpr int kPrepareThreads = 1024;
+__global__ void __launch_bounds__(kPrepareThreads)
+    prepare_queries_kernel(const float* queries, int heads, PreparedQueries out) {
   __shared__ int all_exact, max_span;
   __shared__ int exponents[kMaxFastHeads * kFastBlocks];
   const int64_t row = blockIdx.x;
+  const int lane = threadIdx.x & 31;
   if (threadIdx.x == 0) {
     all_exact = 1;
     max_span = 0;
   }
   __syncthreads();
-  const int slot = threadIdx.x;  // head * 4 + block
-  if (slot < heads * kFastBlocks) {
-    const float* x = queries + (row * heads) * kFastDim + slot * 32;
-    const uint8_t code = nm::mxfp4_block_scale_code(nm::block_amax(x, 32));
+  for (int slot = threadIdx.x >> 5; slot < heads * kFastBlocks; slot += kPrepareThreads / 32) {
+    const int64_t at = (row * heads) * kFastDim + slot * 32 + lane;  // slot = head * 4 + block
+    const float x = queries[at];
+    float amax = nm::amax_update(0.0f, x);
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1)
+      amax = nm::amax_combine(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, offset));
+    const uint8_t code = nm::mxfp4_block_scale_code(amax);
     const float scale = nm::e8m0_to_float(code);
-    bool exact = code >= 3 && code != 0xFF;  // 2^(code - 129) must stay a normal fp32
-    int8_t* values = out.values + (row * heads) * kFastDim + slot * 32;
-    int8_t* negated = out.negated + (row * heads) * kFastDim + slot * 32;
-    for (int i = 0; i < 32; ++i) {
-      const uint8_t c = nm::mxfp4_encode(x[i], scale);
-      exact = exact && nm::fp4_decode(c, scale) == x[i];
-      const int doubled = static_cast<int>(2.0f * nm::e2m1_to_float(c));
-      values[i] = static_cast<int8_t>(doubled);
-      negated[i] = static_cast<int8_t>(-doubled);
+    const uint8_t c = nm::mxfp4_encode(x, scale);
+    // 2^(code - 129) must be a normal fp32, and decode(encode(x)) must give x back.
+    const bool exact = __all_sync(0xFFFFFFFFu, code >= 3 && code != 0xFF && nm::fp4_decode(c, scale) == x);
+    const int doubled = static_cast<int>(2.0f * nm::e2m1_to_float(c));
+    out.values[at] = static_cast<int8_t>(doubled);
+    out.negated[at] = static_cast<int8_t>(-doubled);
+    if (lane == 0) {
+      out.scales[row * heads * kFastBlocks + slot] =
+          exact ? __uint_as_float(static_cast<uint32_t>(code - 2) << 23) : 0.0f;
+      exponents[slot] = code;
+      if (!exact) atomicAnd(&all_exact, 0);
     }
-    out.scales[row * heads * kFastBlocks + slot] =
-        exact ? __uint_as_float(static_cast<uint32_t>(code - 2) << 23) : 0.0f;
-    exponents[slot] = code;
-    if (!exact) atomicAnd(&all_exact, 0);
   }
   __syncthreads();
-  if (slot < heads) {
+  for (int head = threadIdx.x; head < heads; head += kPrepareThreads) {
     int lo = 255, hi = 0;
     for (int b = 0; b < kFastBlocks; ++b) {
-      lo = min(lo, exponents[slot * kFastBlocks + b]);
-      hi = max(hi, exponents[slot * kFastBlocks + b]);
+      lo = min(lo, exponents[head * kFastBlocks + b]);
+      hi = max(hi, exponents[head * kFastBlocks + b]);
     }
     atomicMax(&max_span, hi - lo);
   }
@@ -243,8 +254,9 @@ __device__ inline void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
 }
 
+// RNE to BF16 in one conversion (cvt.rn.bf16.f32): the host's bf16_from_float on every non-NaN input.
 __device__ inline float round_bf16(float x) {
-  return nm::bf16_to_float(nm::bf16_from_float(x));
+  return __bfloat162float(__float2bfloat16_rn(x));
 }
 
 struct FastArgs {
@@ -440,35 +452,34 @@ bool fast_path_applies(const IndexScoringArgs& args) {
          reinterpret_cast<uintptr_t>(args.keys) % 16 == 0;
 }
 
-// Scratch of the prepared queries, stream-ordered (allocated and freed on `stream`).
-class PreparedBuffers {
- public:
-  PreparedBuffers(int64_t n, int heads, cudaStream_t stream) : stream_(stream) {
-    const size_t values = static_cast<size_t>(n) * heads * kFastDim;
-    const size_t scales = static_cast<size_t>(n) * heads * kFastBlocks * sizeof(float);
-    const size_t bytes = 2 * values + scales + 2 * static_cast<size_t>(n) * sizeof(int);
-    FKV_CUDA_CHECK(cudaMallocAsync(&base_, bytes, stream));
-    auto* p = static_cast<uint8_t*>(base_);
-    prepared.values = reinterpret_cast<int8_t*>(p);
-    prepared.negated = reinterpret_cast<int8_t*>(p + values);
-    prepared.scales = reinterpret_cast<float*>(p + 2 * values);
-    prepared.fast = reinterpret_cast<int*>(p + 2 * values + scales);
-    prepared.span = prepared.fast + n;
-  }
-  ~PreparedBuffers() { cudaFreeAsync(base_, stream_); }
-  PreparedBuffers(const PreparedBuffers&) = delete;
-  PreparedBuffers& operator=(const PreparedBuffers&) = delete;
-  PreparedQueries prepared{};
-
- private:
-  void* base_ = nullptr;
-  cudaStream_t stream_;
+struct PreparedLayout {
+  size_t values = 0, negated = 0, scales = 0, fast = 0, span = 0, total = 0;
 };
 
-void launch_fast_scores(const IndexScoringArgs& args, cudaStream_t stream) {
-  const PreparedBuffers buffers(args.n, args.heads, stream);
-  prepare_queries_kernel<<<static_cast<unsigned>(args.n), kMaxFastHeads * kFastBlocks, 0, stream>>>(
-      args.queries, args.n, args.heads, buffers.prepared);
+PreparedLayout prepared_layout(int64_t n, int heads) {
+  const auto round = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
+  const size_t values = static_cast<size_t>(n) * heads * kFastDim;
+  PreparedLayout l;
+  l.negated = round(values);
+  l.scales = l.negated + round(values);
+  l.fast = l.scales + round(static_cast<size_t>(n) * heads * kFastBlocks * sizeof(float));
+  l.span = l.fast + round(static_cast<size_t>(n) * sizeof(int));
+  l.total = l.span + round(static_cast<size_t>(n) * sizeof(int));
+  return l;
+}
+
+PreparedQueries prepared_in(void* workspace, int64_t n, int heads) {
+  const PreparedLayout l = prepared_layout(n, heads);
+  auto* p = static_cast<uint8_t*>(workspace);
+  return {reinterpret_cast<int8_t*>(p + l.values), reinterpret_cast<int8_t*>(p + l.negated),
+          reinterpret_cast<float*>(p + l.scales), reinterpret_cast<int*>(p + l.fast),
+          reinterpret_cast<int*>(p + l.span)};
+}
+
+void launch_fast_scores(const IndexScoringArgs& args, void* workspace, cudaStream_t stream) {
+  const PreparedQueries prepared = prepared_in(workspace, args.n, args.heads);
+  prepare_queries_kernel<<<static_cast<unsigned>(args.n), kPrepareThreads, 0, stream>>>(args.queries,
+                                                                                        args.heads, prepared);
   FKV_CUDA_CHECK_LAUNCH();
   const size_t smem = fast_scores_smem(args.heads);
   static const int blocks_per_sm = [smem] {
@@ -484,10 +495,10 @@ void launch_fast_scores(const IndexScoringArgs& args, cudaStream_t stream) {
   const int64_t per_group = std::max<int64_t>(1, blocks_per_sm * sm_count() / row_groups);
   const dim3 grid(static_cast<unsigned>(std::min(tiles, per_group)), static_cast<unsigned>(row_groups));
   FastArgs fast{args.keys, args.key_count, args.head_weights, args.n_visible,
-                args.n,    args.heads,     buffers.prepared,  args.scores};
+                args.n,    args.heads,     prepared,          args.scores};
   fast_scores_kernel<<<grid, kFastThreads, smem, stream>>>(fast);
   FKV_CUDA_CHECK_LAUNCH();
-  launch_exact_scores(args, buffers.prepared.fast, stream);  // rows whose queries are not MXFP4-exact
+  launch_exact_scores(args, prepared.fast, stream);  // rows whose queries are not MXFP4-exact
 }
 
 // ---- candidate pool -----------------------------------------------------------------------------------
@@ -555,7 +566,7 @@ void index_scores(const IndexScoringArgs& args, cudaStream_t stream) {
   if (args.key_format == IndexKeyFormat::kMxfp4 && args.dim % nm::kMxfp4Block != 0)
     invalid(kFn, "MXFP4 keys need dim to be a multiple of 32");
   if (args.n > 65535) invalid(kFn, "more than 65535 query rows");
-  if (exact_scores_smem(args.heads, args.dim) > 200 * 1024) invalid(kFn, "heads * dim too large");
+  if (exact_scores_smem(args.heads, args.dim) > kMaxExactSmem) invalid(kFn, "heads * dim too large");
   if (args.n == 0 || args.key_count == 0) return;
   if (!args.queries || !args.head_weights || !args.keys || !args.n_visible || !args.scores)
     invalid(kFn, "null pointer");
@@ -563,7 +574,21 @@ void index_scores(const IndexScoringArgs& args, cudaStream_t stream) {
     launch_exact_scores(args, nullptr, stream);
     return;
   }
-  launch_fast_scores(args, stream);
+  const size_t needed = index_scores_workspace_bytes(args.n, args.heads);
+  if (args.workspace != nullptr) {
+    if (args.workspace_bytes < needed) invalid(kFn, "workspace too small");
+    launch_fast_scores(args, args.workspace, stream);
+    return;
+  }
+  void* workspace = nullptr;  // none given: a stream-ordered allocation for this call
+  FKV_CUDA_CHECK(cudaMallocAsync(&workspace, needed, stream));
+  launch_fast_scores(args, workspace, stream);
+  FKV_CUDA_CHECK(cudaFreeAsync(workspace, stream));
+}
+
+size_t index_scores_workspace_bytes(int64_t n, int heads) {
+  if (n <= 0 || heads <= 0) return 0;
+  return prepared_layout(n, heads).total;
 }
 
 size_t candidate_pool_workspace_bytes(int64_t rows, int64_t m, int64_t block_size, int64_t topk_blocks) {

@@ -41,8 +41,12 @@ struct IndexScoringArgs {
   const int64_t* n_visible = nullptr;  // [n]
   float* scores = nullptr;             // [n, key_count]
   bool faithful = false;               // BF16 at the reference's cast points
+  // Scratch of index_scores_workspace_bytes(n, heads) bytes; null: the call allocates it (stream-ordered).
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
 };
 
+size_t index_scores_workspace_bytes(int64_t n, int heads);
 void index_scores(const IndexScoringArgs& args, cudaStream_t stream);
 
 // Candidate pool (§5.5): pool[r, j] = 1 iff entry j < n_visible[r] lies in one of the topk_blocks blocks
