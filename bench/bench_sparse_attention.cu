@@ -126,7 +126,8 @@ int main() {
       const char* name;
     } variants[] = {{fc::SparseAttentionVariant::kMmaSync, "mma"},
                     {fc::SparseAttentionVariant::kWgmma, "wgmma"},
-                    {fc::SparseAttentionVariant::kWgmmaPipelined, "wgmma_pipelined"}};
+                    {fc::SparseAttentionVariant::kWgmmaPipelined, "wgmma_pipelined"},
+                    {fc::SparseAttentionVariant::kSplitKeys, "split_keys"}};
     for (const auto& v : variants) {
       for (int batch : {1, 2, 4, 8, 16, 32, 64, 128, 132, 256}) {
         fc::SparseAttentionArgs args;

@@ -897,6 +897,214 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
+// ---- split keys: several CTAs per query row (small batches) -----------------------------------------------
+// Exact in the same sense as the one-CTA kernel (P normalised before its BF16 rounding), in three launches:
+//   1. split_logits_kernel (row, split): S for the split's 64 keys (wgmma), written scaled to base 2 into a
+//      device scratch, with the split's per-head max m and Σ 2^(u − m);
+//   2. split_output_kernel (row, split): M = max(sink, m_i) and Z = Σ_i z_i·2^(m_i − M) + 2^(sink − M) from
+//      all splits' statistics, P of the split's keys rounded to BF16, partial O = P·V (wgmma) to the scratch;
+//   3. split_reduce_kernel: O = Σ partials in split order, rounded to BF16.
+
+struct SplitScratch {
+  float* logits;   // [n][64][key_stride] base-2 logits of every key
+  float2* stats;   // [n][splits][64] (m, z) per split and head
+  float* partial;  // [n][splits][64][512] partial outputs
+  int splits;
+};
+
+constexpr int kSplitPairBytes = kHeads * kTileKeys * sizeof(float);  // 64 x 64 fp32 (16 KB)
+
+size_t split_shared_bytes(int key_stride) {
+  return kTileBytes + kSplitPairBytes + static_cast<size_t>(key_stride) * 2 * sizeof(int32_t) +
+         2 * sizeof(int);
+}
+
+// Common prologue of the split kernels: shared-memory carve-up and the row's key list.
+__device__ inline Layout split_layout(uint8_t* smem, const SparseAttentionArgs& args, int key_stride) {
+  Layout s;
+  s.tile = smem;
+  s.logits = reinterpret_cast<float*>(smem + kTileBytes);  // 64 x 64 fp32 work area
+  s.keys = reinterpret_cast<int32_t*>(smem + kTileBytes + kSplitPairBytes);
+  s.counts = s.keys + 2 * key_stride;
+  s.key_stride = key_stride;
+  build_key_list(args, blockIdx.x, s.keys + key_stride, s.keys, s.counts);
+  return s;
+}
+
+__global__ void __launch_bounds__(kThreads, 1)
+    split_logits_kernel(SparseAttentionArgs args, int key_stride, float scale2, SplitScratch scratch) {
+  extern __shared__ __align__(1024) uint8_t smem[];
+  const Layout s = split_layout(smem, args, key_stride);
+  const KeySource src{args.window_records, args.entry_records, s.counts[0], s.counts[1]};
+  const int64_t row = blockIdx.x;
+  const int split = static_cast<int>(blockIdx.y);
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  float2* stats = scratch.stats + (row * scratch.splits + split) * kHeads;
+  if (split * kTileKeys >= src.total) {  // no keys here: an empty statistic
+    if (threadIdx.x < kHeads) stats[threadIdx.x] = make_float2(-INFINITY, 0.0f);
+    return;
+  }
+  const int g = lane / 4, c = lane % 4;
+  const int head0 = 16 * (warp & 3);
+  const int dim0 = 256 * (warp >> 2);
+  TileRecords<kTileKeys> records;
+  load_tile(s, src, split, records);
+  uint32_t qa[16][4];
+  load_q_fragments(args.q + row * kHeads * kDim, head0, dim0, qa);
+  store_tile<kTileKeys>(s.tile, src, split, records);
+  __syncthreads();
+  float acc[32];
+#pragma unroll
+  for (int i = 0; i < 32; ++i) acc[i] = 0.0f;
+  const uint32_t tile_base = smem_address(s.tile);
+  wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < 16; ++ks) {
+    const uint32_t start =
+        tile_base + static_cast<uint32_t>((dim0 / 64 + ks / 4) * kSlabBytes + (ks % 4) * 32);
+    wgmma_m64n64k16(acc, qa[ks], sw128_descriptor(start, 16, 1024), 1);
+  }
+  wgmma_commit();
+  wgmma_wait_all();
+#pragma unroll
+  for (int i = 0; i < 32; ++i) fence_register(acc[i]);
+  // the two warpgroups' half dot products meet in the 64 x 64 work area (row h, column k at k ^ 8·(h mod 8))
+  float* pair = s.logits;
+  const auto slot = [&](int j, int half) {
+    const int h = head0 + g + 8 * half;
+    return reinterpret_cast<float2*>(pair + h * kTileKeys + logit_column(h, 8 * j + 2 * c));
+  };
+  if ((warp >> 2) == 0) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      *slot(j, 0) = make_float2(acc[4 * j], acc[4 * j + 1]);
+      *slot(j, 1) = make_float2(acc[4 * j + 2], acc[4 * j + 3]);
+    }
+  }
+  __syncthreads();
+  if ((warp >> 2) == 1) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      float2* lo = slot(j, 0);
+      float2* hi = slot(j, 1);
+      *lo = make_float2(lo->x + acc[4 * j], lo->y + acc[4 * j + 1]);
+      *hi = make_float2(hi->x + acc[4 * j + 2], hi->y + acc[4 * j + 3]);
+    }
+  }
+  __syncthreads();
+  // per head: base-2 logits of the split's keys to the scratch, and the split's (max, Σ 2^(u − max))
+  for (int h = warp * 8; h < warp * 8 + 8; ++h) {
+    const int k = 2 * lane;
+    const int t = split * kTileKeys + k;
+    const float2 raw = *reinterpret_cast<const float2*>(pair + h * kTileKeys + logit_column(h, k));
+    const float u0 = t < src.total ? raw.x * scale2 : -INFINITY;
+    const float u1 = t + 1 < src.total ? raw.y * scale2 : -INFINITY;
+    *reinterpret_cast<float2*>(scratch.logits + (row * kHeads + h) * key_stride + t) = make_float2(u0, u1);
+    float m = fmaxf(u0, u1);
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
+    float z = exp2_approx(u0 - m) + exp2_approx(u1 - m);
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) z += __shfl_xor_sync(0xffffffffu, z, offset);
+    if (lane == 0) stats[h] = make_float2(m, z);
+  }
+}
+
+__global__ void __launch_bounds__(kThreads, 1)
+    split_output_kernel(SparseAttentionArgs args, int key_stride, SplitScratch scratch) {
+  constexpr float kLog2e = 1.4426950408889634f;
+  extern __shared__ __align__(1024) uint8_t smem[];
+  const Layout s = split_layout(smem, args, key_stride);
+  const KeySource src{args.window_records, args.entry_records, s.counts[0], s.counts[1]};
+  const int64_t row = blockIdx.x;
+  const int split = static_cast<int>(blockIdx.y);
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  float* partial = scratch.partial + (row * scratch.splits + split) * kHeads * kDim;
+  if (split * kTileKeys >= src.total) {  // no keys here: a zero partial
+    for (int i = static_cast<int>(threadIdx.x); i < kHeads * kDim / 4; i += kThreads)
+      reinterpret_cast<float4*>(partial)[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    return;
+  }
+  TileRecords<kTileKeys> records;
+  load_tile(s, src, split, records);
+  // P of this split's keys, BF16, [64 heads][64 keys] at 128 B per head, chunk j of head h at j ^ (h mod 8)
+  uint8_t* probs = reinterpret_cast<uint8_t*>(s.logits);
+  const float2* stats = scratch.stats + row * scratch.splits * kHeads;
+  for (int h = warp * 8; h < warp * 8 + 8; ++h) {
+    const float sink2 = args.sink[h] * kLog2e;
+    const float2 mine = lane < scratch.splits ? stats[lane * kHeads + h] : make_float2(-INFINITY, 0.0f);
+    float peak = fmaxf(sink2, mine.x);
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2)
+      peak = fmaxf(peak, __shfl_xor_sync(0xffffffffu, peak, offset));
+    float z = mine.y > 0.0f ? mine.y * exp2_approx(mine.x - peak) : 0.0f;
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) z += __shfl_xor_sync(0xffffffffu, z, offset);
+    const float inverse = __frcp_rn(z + exp2_approx(sink2 - peak));
+    const int k = 2 * lane;
+    const int t = split * kTileKeys + k;
+    const float2 u = *reinterpret_cast<const float2*>(scratch.logits + (row * kHeads + h) * key_stride + t);
+    const float p0 = t < src.total ? exp2_approx(u.x - peak) * inverse : 0.0f;
+    const float p1 = t + 1 < src.total ? exp2_approx(u.y - peak) * inverse : 0.0f;
+    *reinterpret_cast<uint32_t*>(probs + h * 128 + (((k / 8) ^ (h & 7)) << 4) + (k % 8) * 2) =
+        bf16x2_bits(p0, p1);
+  }
+  store_tile<kTileKeys>(s.tile, src, split, records);
+  __syncthreads();
+  const int mi = lane / 8, r = lane % 8;
+  const int head0 = 16 * (warp & 3);
+  const int group = warp >> 2;
+  float acc[128];
+#pragma unroll
+  for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+  uint32_t a[4][4];
+#pragma unroll
+  for (int ks = 0; ks < 4; ++ks) {
+    const int h = head0 + r + 8 * (mi & 1);
+    const int chunk = 2 * ks + (mi >> 1);
+    ldmatrix_x4(smem_address(probs + h * 128 + ((chunk ^ (h & 7)) << 4)), a[ks]);
+  }
+  const uint32_t tile_base = smem_address(s.tile);
+  wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < 4; ++ks) {
+    const uint32_t start = tile_base + static_cast<uint32_t>(4 * group * kSlabBytes + 16 * ks * 128);
+    wgmma_m64n256k16_tb(acc, a[ks], sw128_descriptor(start, kSlabBytes, 1024), 1);
+  }
+  wgmma_commit();
+  wgmma_wait_all();
+#pragma unroll
+  for (int i = 0; i < 128; ++i) fence_register(acc[i]);
+  const int g = lane / 4, c = lane % 4;
+#pragma unroll
+  for (int j = 0; j < 32; ++j) {
+    const int d = 256 * group + 8 * j + 2 * c;
+    *reinterpret_cast<float2*>(partial + (head0 + g) * kDim + d) = make_float2(acc[4 * j], acc[4 * j + 1]);
+    *reinterpret_cast<float2*>(partial + (head0 + g + 8) * kDim + d) =
+        make_float2(acc[4 * j + 2], acc[4 * j + 3]);
+  }
+}
+
+// out = BF16(Σ_split partial), four channels per thread, splits summed in order.
+__global__ void split_reduce_kernel(SplitScratch scratch, uint16_t* out) {
+  const int64_t row = blockIdx.x;
+  const int i = static_cast<int>(blockIdx.y) * kThreads + static_cast<int>(threadIdx.x);  // float4 index
+  const float4* partial =
+      reinterpret_cast<const float4*>(scratch.partial + row * scratch.splits * kHeads * kDim);
+  float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  for (int split = 0; split < scratch.splits; ++split) {
+    const float4 v = partial[split * (kHeads * kDim / 4) + i];
+    sum.x += v.x;
+    sum.y += v.y;
+    sum.z += v.z;
+    sum.w += v.w;
+  }
+  reinterpret_cast<uint2*>(out + row * kHeads * kDim)[i] =
+      make_uint2(bf16x2_bits(sum.x, sum.y), bf16x2_bits(sum.z, sum.w));
+}
+
 size_t shared_bytes(int key_stride) {
   return kTileBytes + static_cast<size_t>(kHeads) * key_stride * sizeof(float) +
          static_cast<size_t>(key_stride) * sizeof(int32_t) + 2 * sizeof(int);
@@ -924,6 +1132,52 @@ void launch(const SparseAttentionArgs& args, int key_stride, float scale, cudaSt
 
 }  // namespace
 
+// True when the current device executes this file's sm_90a machine code (compute capability 9.0).
+bool runs_sm90a_code() {
+  int device = 0, major = 0, minor = 0;
+  FKV_CUDA_CHECK(cudaGetDevice(&device));
+  FKV_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  FKV_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  return major == 9 && minor == 0;
+}
+
+// The split-keys path: scratch from the stream-ordered allocator, three launches, scratch freed in order.
+void launch_split(const SparseAttentionArgs& args, int key_stride, float scale, cudaStream_t stream) {
+  static std::atomic<uint64_t> configured_devices{0};
+  int device = 0;
+  FKV_CUDA_CHECK(cudaGetDevice(&device));
+  const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
+  const size_t smem = split_shared_bytes(key_stride);
+  if (bit == 0 || (configured_devices.load(std::memory_order_acquire) & bit) == 0) {
+    const int most = static_cast<int>(split_shared_bytes(kSparseAttentionMaxKeys));
+    FKV_CUDA_CHECK(
+        cudaFuncSetAttribute(split_logits_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most));
+    FKV_CUDA_CHECK(
+        cudaFuncSetAttribute(split_output_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most));
+    configured_devices.fetch_or(bit, std::memory_order_release);
+  }
+  const int splits = key_stride / kTileKeys;
+  const size_t n = static_cast<size_t>(args.n);
+  const size_t logits_bytes = n * kHeads * key_stride * sizeof(float);
+  const size_t stats_bytes = n * splits * kHeads * sizeof(float2);
+  const size_t partial_bytes = n * splits * kHeads * kDim * sizeof(float);
+  uint8_t* base = nullptr;
+  FKV_CUDA_CHECK(
+      cudaMallocAsync(reinterpret_cast<void**>(&base), logits_bytes + stats_bytes + partial_bytes, stream));
+  SplitScratch scratch{reinterpret_cast<float*>(base), reinterpret_cast<float2*>(base + logits_bytes),
+                       reinterpret_cast<float*>(base + logits_bytes + stats_bytes), splits};
+  const dim3 grid(static_cast<unsigned>(args.n), static_cast<unsigned>(splits));
+  split_logits_kernel<<<grid, kThreads, smem, stream>>>(args, key_stride, scale * 1.4426950408889634f,
+                                                        scratch);
+  FKV_CUDA_CHECK_LAUNCH();
+  split_output_kernel<<<grid, kThreads, smem, stream>>>(args, key_stride, scratch);
+  FKV_CUDA_CHECK_LAUNCH();
+  split_reduce_kernel<<<dim3(static_cast<unsigned>(args.n), kHeads * kDim / 4 / kThreads), kThreads, 0,
+                        stream>>>(scratch, args.out);
+  FKV_CUDA_CHECK_LAUNCH();
+  FKV_CUDA_CHECK(cudaFreeAsync(base, stream));
+}
+
 void sparse_attention(const SparseAttentionArgs& args, cudaStream_t stream, SparseAttentionVariant variant) {
   validate_sparse_attention_args(args);
   if (args.n == 0) return;
@@ -938,6 +1192,10 @@ void sparse_attention(const SparseAttentionArgs& args, cudaStream_t stream, Spar
       return launch<1, 1>(args, key_stride, scale, stream);
     case SparseAttentionVariant::kWgmmaPipelined:
       return launch<2, 2>(args, key_stride, scale, stream);
+    case SparseAttentionVariant::kSplitKeys:
+      // its kernels are wgmma-only: elsewhere (the compute_90 PTX on a later device) the mma.sync kernel
+      if (runs_sm90a_code()) return launch_split(args, key_stride, scale, stream);
+      return launch<0, 0>(args, key_stride, scale, stream);
     case SparseAttentionVariant::kDiagnosticWgmmaLogits:
       return launch<1, 0>(args, key_stride, scale, stream);
     case SparseAttentionVariant::kDiagnosticWgmmaOutput:

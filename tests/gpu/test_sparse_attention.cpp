@@ -328,18 +328,20 @@ void check_shape(Shape shape) {
   const V variants[] = {V::kMmaSync,
                         V::kWgmma,
                         V::kWgmmaPipelined,
+                        V::kSplitKeys,
                         V::kDiagnosticWgmmaLogits,
                         V::kDiagnosticWgmmaOutput,
                         V::kDiagnosticPipelinedLogits,
                         V::kDiagnosticPipelinedOutput,
                         V::kDiagnosticWgmmaOutputSwapped};
   // the launchers directly, then CudaBackend (host views: window visibility, FP8 re-encoding, BF16 q)
-  const char* const variant_names[] = {"mma.sync",         "wgmma",          "wgmma-pipelined",
-                                       "wgmma-logits",     "wgmma-output",   "pipelined-logits",
-                                       "pipelined-output", "wgmma-out-swap", "CudaBackend"};
-  constexpr int kVariants = 9;
+  const char* const variant_names[] = {
+      "mma.sync",       "wgmma",        "wgmma-pipelined",  "split-keys",
+      "wgmma-logits",   "wgmma-output", "pipelined-logits", "pipelined-output",
+      "wgmma-out-swap", "CudaBackend"};
+  constexpr int kVariants = 10;
   // the swapped-offset diagnostic is expected to fail if the main layout is right: reported, not required
-  constexpr int kSwapped = 7;
+  constexpr int kSwapped = 8;
   std::vector<std::vector<uint16_t>> out_bits;
   for (const V variant : variants) {
     DeviceArray<uint16_t> d_out(static_cast<size_t>(rows) * kRowWidth);
