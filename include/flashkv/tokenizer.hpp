@@ -23,7 +23,7 @@
 // Errors: flashkv::Error — kNotFound (no tokenizer.json at the path), kIo (unreadable), kInvalidCheckpoint
 // (malformed JSON or inconsistent vocab/merges), kUnsupported (a model, normalizer, pre-tokenizer or regex
 // this implementation does not handle; the message names it), kInvalidArgument (an id outside [0,
-// vocab_size()) or not assigned to a token).
+// vocab_size()) or not assigned to a token; a text of 2 GB or more in one encode call).
 #pragma once
 
 #include <cstddef>

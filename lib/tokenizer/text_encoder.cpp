@@ -2,10 +2,13 @@
 // remaining segment is pre-tokenized on its own and each piece goes through BPE, or the cache.
 #include "tokenizer/text_encoder.hpp"
 
+#include <limits>
 #include <span>
 #include <string>
 #include <unordered_map>
 #include <utility>
+
+#include <flashkv/error.hpp>
 
 #include "tokenizer/utf8.hpp"
 
@@ -67,6 +70,11 @@ class Encoder {
 
 void encode_text(const TokenizerData& data, std::string_view text, bool allow_special,
                  std::vector<int32_t>& out) {
+  // Piece offsets are 32-bit (half the scratch memory); 4 GB in one call is beyond any prompt.
+  if (text.size() >= std::numeric_limits<uint32_t>::max() / 2) {
+    fail(ErrorCode::kInvalidArgument, "encode: text of {} bytes is too long for one call (split it)",
+         text.size());
+  }
   std::string repaired;
   if (!is_valid_utf8(text)) {
     append_lossy_utf8(repaired, text);
