@@ -30,7 +30,8 @@ sys.path.insert(0, str(ROOT / "tools"))
 from tiny_checkpoint import load_config  # noqa: E402
 from tiny_checkpoint.inventory import checkpoint_inventory  # noqa: E402
 
-STORAGE_OF_TOOL = {"fp8_block32": "fp8_block32", "mxfp4": "mxfp4", "fp8_rows32": "fp8_rows32",
+STORAGE_OF_TOOL = {"fp8_block32": "fp8_block32", "fp8_block128": "fp8_block128", "i32": "integer_table",
+                   "mxfp4": "mxfp4", "fp8_rows32": "fp8_rows32",
                    "bf16": "unquantized", "f32": "unquantized"}
 
 
@@ -105,7 +106,7 @@ def random_f32(shape) -> np.ndarray:
 # ---- the expected list -------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("config", ["tiny-v41", "tiny-v41-alt", "deepseek-v4.1-flash"])
+@pytest.mark.parametrize("config", ["tiny-v41", "tiny-v41-alt", "deepseek-v4.1-flash", "tiny-v4", "deepseek-v4-flash"])
 def test_expected_tensors_match_the_tiny_checkpoint_tool(fkt, config):
     path = CONFIGS / config / "config.json"
     tool = {spec.name: spec for spec in checkpoint_inventory(load_config(path))}
