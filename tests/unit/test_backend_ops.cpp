@@ -17,6 +17,7 @@
 
 #include "backend/backend.hpp"
 #include "catch.hpp"
+#include "random_inputs.hpp"
 
 namespace {
 
@@ -26,20 +27,11 @@ using flashkv::backend::Matrix;
 using flashkv::backend::OutputCast;
 using flashkv::backend::RecordFormat;
 using flashkv::backend::Rounding;
+using flashkv::testing::fresh_seed;
+using flashkv::testing::normal;
 using Real = long double;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
-
-uint64_t fresh_seed() {
-  return static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-}
-
-std::vector<float> normal(std::mt19937_64& gen, size_t n, float sd = 1.0f) {
-  std::normal_distribution<float> dist(0.0f, sd);
-  std::vector<float> out(n);
-  for (float& x : out) x = dist(gen);
-  return out;
-}
 
 float bf16(float x) {
   return flashkv::numeric::bf16_to_float(flashkv::numeric::bf16_from_float(x));
