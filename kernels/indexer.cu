@@ -149,6 +149,11 @@ void launch_exact_scores(const IndexScoringArgs& args, const int* skip, cudaStre
 //
 // Query preparation checks that every query block is exactly MXFP4 (decode(encode(q)) == q) with a scale
 // in the normal fp32 range; rows that are not go through the exact path.
+//
+// The common case is cheaper still: when a query row's heads and a tile's keys each span at most 3
+// binades over their four blocks, the integers are pre-shifted to the smallest exponent (query values at
+// preparation, key magnitudes through a shifted byte table), all 128 channels accumulate in one int32
+// and the dot product is that integer times one power of two, exactly.
 
 constexpr int kFastDim = 128;
 constexpr int kFastBlocks = kFastDim / 32;
@@ -170,12 +175,19 @@ struct PreparedQueries {
   int* span;        // [n]: max over heads of the block exponent spread
 };
 
-// One CTA per query row; each warp codes (head, block) slots, one lane per channel.
+// One CTA per query row; each warp codes (head, block) slots, one lane per channel. A row whose heads
+// each span at most kNarrowSpan binades over their four blocks is "narrow": its values are stored shifted
+// to the head's smallest block exponent (doubled E2M1 times 2^(e_b - e_min) <= 96, still int8) and every
+// block scale of the head is 2^(e_min); span[row] is then 0. Otherwise values are unshifted and
+// span[row] is the largest head spread.
 constexpr int kPrepareThreads = 1024;
+constexpr int kNarrowSpan = 3;
 __global__ void __launch_bounds__(kPrepareThreads)
     prepare_queries_kernel(const float* queries, int heads, PreparedQueries out) {
   __shared__ int all_exact, max_span;
   __shared__ int exponents[kMaxFastHeads * kFastBlocks];
+  __shared__ int head_min[kMaxFastHeads];
+  __shared__ int8_t doubled_values[kMaxFastHeads * kFastDim];
   const int64_t row = blockIdx.x;
   const int lane = threadIdx.x & 31;
   if (threadIdx.x == 0) {
@@ -184,8 +196,7 @@ __global__ void __launch_bounds__(kPrepareThreads)
   }
   __syncthreads();
   for (int slot = threadIdx.x >> 5; slot < heads * kFastBlocks; slot += kPrepareThreads / 32) {
-    const int64_t at = (row * heads) * kFastDim + slot * 32 + lane;  // slot = head * 4 + block
-    const float x = queries[at];
+    const float x = queries[(row * heads) * kFastDim + slot * 32 + lane];  // slot = head * 4 + block
     float amax = nm::amax_update(0.0f, x);
 #pragma unroll
     for (int offset = 16; offset > 0; offset >>= 1)
@@ -195,12 +206,8 @@ __global__ void __launch_bounds__(kPrepareThreads)
     const uint8_t c = nm::mxfp4_encode(x, scale);
     // 2^(code - 129) must be a normal fp32, and decode(encode(x)) must give x back.
     const bool exact = __all_sync(0xFFFFFFFFu, code >= 3 && code != 0xFF && nm::fp4_decode(c, scale) == x);
-    const int doubled = static_cast<int>(2.0f * nm::e2m1_to_float(c));
-    out.values[at] = static_cast<int8_t>(doubled);
-    out.negated[at] = static_cast<int8_t>(-doubled);
+    doubled_values[slot * 32 + lane] = static_cast<int8_t>(2.0f * nm::e2m1_to_float(c));
     if (lane == 0) {
-      out.scales[row * heads * kFastBlocks + slot] =
-          exact ? __uint_as_float(static_cast<uint32_t>(code - 2) << 23) : 0.0f;
       exponents[slot] = code;
       if (!exact) atomicAnd(&all_exact, 0);
     }
@@ -212,12 +219,26 @@ __global__ void __launch_bounds__(kPrepareThreads)
       lo = min(lo, exponents[head * kFastBlocks + b]);
       hi = max(hi, exponents[head * kFastBlocks + b]);
     }
+    head_min[head] = lo;
     atomicMax(&max_span, hi - lo);
   }
   __syncthreads();
+  const bool narrow = max_span <= kNarrowSpan;
+  for (int i = threadIdx.x; i < heads * kFastDim; i += kPrepareThreads) {
+    const int slot = i / 32, head = i / kFastDim;
+    const int shift = narrow ? exponents[slot] - head_min[head] : 0;
+    const int value = doubled_values[i] * (1 << shift);
+    out.values[row * heads * kFastDim + i] = static_cast<int8_t>(value);
+    out.negated[row * heads * kFastDim + i] = static_cast<int8_t>(-value);
+  }
+  for (int slot = threadIdx.x; slot < heads * kFastBlocks; slot += kPrepareThreads) {
+    const int e = narrow ? head_min[slot / kFastBlocks] : exponents[slot];
+    out.scales[row * heads * kFastBlocks + slot] =
+        all_exact ? __uint_as_float(static_cast<uint32_t>(e - 2) << 23) : 0.0f;
+  }
   if (threadIdx.x == 0) {
     out.fast[row] = all_exact;
-    out.span[row] = max_span;
+    out.span[row] = narrow ? 0 : max_span;
   }
 }
 
@@ -225,12 +246,6 @@ __device__ inline uint32_t byte_perm(uint32_t lo, uint32_t hi, uint32_t selector
   uint32_t r;
   asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(lo), "r"(hi), "r"(selector));
   return r;
-}
-
-// Doubled E2M1 magnitudes {0,1,2,3,4,6,8,12} of the four nibbles in the low 16 bits of `nibbles`, as
-// bytes; a nibble with its sign bit set gives 0 (prmt's sign-replicate mode on a byte < 0x80).
-__device__ inline uint32_t positive_magnitudes(uint32_t nibbles) {
-  return byte_perm(0x03020100u, 0x0C080604u, nibbles);
 }
 
 __device__ inline void mma_u8s8(int (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
@@ -294,15 +309,12 @@ __device__ void score_m_tile(const FastArgs& a, const uint8_t* records, int64_t 
                              const int8_t* q_values, const int8_t* q_negated, const float* q_scales,
                              const float* weights, int span_q) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  // A fragments: rows g and g + 8, word t of each 16-byte block.
-  uint32_t a_pos[kFastBlocks][4], a_neg[kFastBlocks][4];
+  // Key block exponents of rows g and g + 8.
   float key_scale[2][kFastBlocks];
-  int key_exponent[2][kFastBlocks];
-  int span_k[2];
+  int key_exponent[2][kFastBlocks], key_min[2], span_k[2];
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
-    const uint8_t* record = records + (g + 8 * half) * kKeyBytes;
-    const uint32_t scales = *reinterpret_cast<const uint32_t*>(record + 64);
+    const uint32_t scales = *reinterpret_cast<const uint32_t*>(records + (g + 8 * half) * kKeyBytes + 64);
     int lo = 255, hi = 0;
 #pragma unroll
     for (int b = 0; b < kFastBlocks; ++b) {
@@ -312,22 +324,66 @@ __device__ void score_m_tile(const FastArgs& a, const uint8_t* records, int64_t 
       key_scale[half][b] = __uint_as_float(e << 23);  // 2^(e - 127) for the fp32 path (e in [32, 223])
       key_exponent[half][b] = static_cast<int>(e);
     }
+    key_min[half] = lo;
     // Exponents outside [32, 223] could leave the normal fp32 range in the products: double path.
     span_k[half] = (lo < 32 || hi > 223) ? 1000 : hi - lo;
+  }
+  // Narrow tile (a narrow query row and keys spanning <= kNarrowSpan binades): magnitudes pre-shifted to
+  // each key's smallest block exponent (<= 12·8 = 96: u8 below 0x80, so the sign-replicate zeroing still
+  // holds), all four blocks in one integer accumulator (|sum| <= 128·96·96 < 2^24: exact in fp32).
+  const bool narrow =
+      span_q == 0 && __all_sync(0xFFFFFFFFu, span_k[0] <= kNarrowSpan && span_k[1] <= kNarrowSpan);
+  // A fragments: rows g and g + 8, word t of each 16-byte block. byte_perm maps the four nibbles in the low
+  // 16 bits to the doubled E2M1 magnitudes {0,1,2,3,4,6,8,12} (shifted) as bytes; a nibble with its sign
+  // bit set selects prmt's sign-replicate mode, which gives 0 for a byte below 0x80. So a_pos holds the
+  // positive elements' magnitudes, a_neg (sign bits flipped) the negative ones'.
+  uint32_t a_pos[kFastBlocks][4], a_neg[kFastBlocks][4];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const uint8_t* record = records + (g + 8 * half) * kKeyBytes;
 #pragma unroll
     for (int b = 0; b < kFastBlocks; ++b) {
+      const int shift = narrow ? key_exponent[half][b] - key_min[half] : 0;
+      const uint32_t lut_lo = 0x03020100u << shift, lut_hi = 0x0C080604u << shift;
       const uint32_t w = *reinterpret_cast<const uint32_t*>(record + b * 16 + t * 4);
       const uint32_t flipped = w ^ 0x88888888u;
-      a_pos[b][half] = positive_magnitudes(w);
-      a_pos[b][2 + half] = positive_magnitudes(w >> 16);
-      a_neg[b][half] = positive_magnitudes(flipped);
-      a_neg[b][2 + half] = positive_magnitudes(flipped >> 16);
+      a_pos[b][half] = byte_perm(lut_lo, lut_hi, w);
+      a_pos[b][2 + half] = byte_perm(lut_lo, lut_hi, w >> 16);
+      a_neg[b][half] = byte_perm(lut_lo, lut_hi, flipped);
+      a_neg[b][2 + half] = byte_perm(lut_lo, lut_hi, flipped >> 16);
     }
   }
   const bool exact_f32[2] = {span_k[0] + span_q <= kExactSpan, span_k[1] + span_q <= kExactSpan};
+  const float key_min_scale[2] = {__uint_as_float(static_cast<uint32_t>(key_min[0]) << 23),
+                                  __uint_as_float(static_cast<uint32_t>(key_min[1]) << 23)};
   double head_sum[2] = {0.0, 0.0};
+  // One head's dot product -> the CPU's BF16 term of the head sum.
+  const auto add_term = [&](int half, int head, float dot) {
+    const float product = round_bf16(dot);
+    const float relu = product < 0.0f ? 0.0f : product;
+    head_sum[half] += static_cast<double>(round_bf16(__fmul_rn(relu, weights[head])));
+  };
   for (int j = 0; j < a.heads / 8; ++j) {
     const int head_b = j * 8 + g;  // B column this lane loads
+    if (narrow) {
+      int acc[4] = {0, 0, 0, 0};
+#pragma unroll
+      for (int b = 0; b < kFastBlocks; ++b) {
+        const uint2 pos = *reinterpret_cast<const uint2*>(q_values + head_b * kFastDim + b * 32 + t * 8);
+        const uint2 neg = *reinterpret_cast<const uint2*>(q_negated + head_b * kFastDim + b * 32 + t * 8);
+        mma_u8s8(acc, a_pos[b], pos.x, pos.y);
+        mma_u8s8(acc, a_neg[b], neg.x, neg.y);
+      }
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int half = c >> 1;
+        const int head = j * 8 + 2 * t + (c & 1);
+        add_term(half, head,
+                 __fmul_rn(__fmul_rn(static_cast<float>(acc[c]), q_scales[head * kFastBlocks]),
+                           key_min_scale[half]));
+      }
+      continue;
+    }
     int acc[kFastBlocks][4];
 #pragma unroll
     for (int b = 0; b < kFastBlocks; ++b) {
@@ -360,9 +416,7 @@ __device__ void score_m_tile(const FastArgs& a, const uint8_t* records, int64_t 
         }
         dot = __double2float_rn(exact);
       }
-      const float product = round_bf16(dot);
-      const float relu = product < 0.0f ? 0.0f : product;
-      head_sum[half] += static_cast<double>(round_bf16(__fmul_rn(relu, weights[head])));
+      add_term(half, head, dot);
     }
   }
 #pragma unroll

@@ -70,12 +70,16 @@ struct ScoreCase {
   bool faithful = true;
   bool raw_row = false;  // faithful: leave query row 1 un-quantized (the GPU's exact fallback path)
   int block_spread = 0;  // key channel block b scaled by 2^(spread·b): wide scale spans per head
+  int query_spread = 0;  // the same for the query heads
 };
 
 void check_scores(int64_t rows, int heads, int dim, int64_t count, ScoreCase c, uint64_t seed) {
   const bool faithful = c.faithful;
   std::mt19937_64 rng(seed);
   std::vector<float> queries = normal_values(static_cast<size_t>(rows * heads * dim), 1.0f, rng);
+  for (size_t i = 0; i < queries.size(); ++i)
+    queries[i] =
+        std::ldexp(queries[i], c.query_spread * static_cast<int>((i % static_cast<size_t>(dim)) / 32));
   std::vector<float> weights = normal_values(static_cast<size_t>(rows * heads), 0.2f, rng);
   std::vector<float> key_rows = normal_values(static_cast<size_t>(count * dim), 1.5f, rng);
   for (size_t i = 0; i < key_rows.size(); ++i)
@@ -149,11 +153,13 @@ TEST_CASE("gpu index scores are bit-identical to the CPU backend's", "[gpu][inde
     check_scores(2, 3, 32, 77, c, ++s);
     check_scores(2, 64, 128, 200, c, ++s);
   }
-  // Faithful with one un-quantized query row (exact fallback for that row only), and keys whose block
-  // scales span 3·2 = 6 binades (fp32 combine) or 12·3 = 36 (double combine).
+  // Faithful with one un-quantized query row (exact fallback for that row only); keys whose block scales
+  // span 3·2 = 6 binades (per-block fp32 combine) or 12·3 = 36 (double combine); query heads spanning 6
+  // (rows without pre-shifted values). Plain random data takes the narrow one-accumulator path.
   check_scores(3, 32, 128, 700, ScoreCase{true, true, 0}, ++s);
   check_scores(2, 32, 128, 300, ScoreCase{true, false, 2}, ++s);
   check_scores(2, 32, 128, 300, ScoreCase{true, false, 12}, ++s);
+  check_scores(2, 32, 128, 300, ScoreCase{true, false, 0, 2}, ++s);
 }
 
 namespace {
