@@ -54,8 +54,8 @@ extern "C" {
 #endif
 
 #define FKV_ABI_VERSION_MAJOR 1u
-#define FKV_ABI_VERSION_MINOR 0u
-#define FKV_ABI_VERSION ((FKV_ABI_VERSION_MAJOR << 16) | FKV_ABI_VERSION_MINOR)  // 0x00010000
+#define FKV_ABI_VERSION_MINOR 1u  // 1.1: fkv_tokenize, fkv_detokenize, fkv_chat_encode
+#define FKV_ABI_VERSION ((FKV_ABI_VERSION_MAJOR << 16) | FKV_ABI_VERSION_MINOR)  // 0x00010001
 
 // ---------------------------------------------------------------------------------------------------------
 // Status codes. Values are stable and equal to flashkv::ErrorCode of the C++ API.
@@ -335,6 +335,29 @@ FKV_API fkv_status fkv_kv_tokens(const fkv_kv* kv, int32_t* tokens, uint64_t* co
 
 // Bytes of KV state the snapshot holds.
 FKV_API fkv_status fkv_kv_bytes(const fkv_kv* kv, int64_t* out_bytes);
+
+// ---------------------------------------------------------------------------------------------------------
+// Text (ABI 1.1). The model's tokenizer is the checkpoint directory's tokenizer.json, loaded with the model;
+// without one these return FKV_ERR_NOT_FOUND. Outputs use the count convention above (a NULL buffer with
+// *count == 0 asks for the size). Threading: like every fkv_model function, any thread, concurrently.
+
+// Token ids of text[0..text_len) (UTF-8; invalid bytes are read as U+FFFD) into ids[0..*count). With
+// allow_special == 0 the text is plain: control tokens such as <｜User｜> written in it are not recognised.
+// No BOS is added.
+FKV_API fkv_status fkv_tokenize(const fkv_model* model, const char* text, uint64_t text_len,
+                                int32_t allow_special, int32_t* ids, uint64_t* count);
+
+// UTF-8 text of ids[0..n_ids) into text[0..*count) bytes, not NUL-terminated (an id cut inside a character
+// gives U+FFFD). skip_special != 0 drops the tokens the tokenizer marks special (BOS, EOS, pad).
+// FKV_ERR_INVALID_ARGUMENT for an id outside the vocabulary.
+FKV_API fkv_status fkv_detokenize(const fkv_model* model, const int32_t* ids, uint64_t n_ids,
+                                  int32_t skip_special, char* text, uint64_t* count);
+
+// Token ids of the DeepSeek-V4.1 chat prompt of chat_json[0..json_len): OpenAI-style JSON, a list of
+// messages or {"messages": [...], "tools", "tool_choice", "thinking", "reasoning_effort", "response_format"}
+// (docs/chat.md), ending with the generation prompt. FKV_ERR_INVALID_ARGUMENT names the JSON field at fault.
+FKV_API fkv_status fkv_chat_encode(const fkv_model* model, const char* chat_json, uint64_t json_len,
+                                   int32_t* ids, uint64_t* count);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -12,6 +12,8 @@
 // files after load returns.
 // Threading: all const members may be called from any number of threads at once; Sessions of one Model may
 // run concurrently on different threads.
+// - When the directory holds tokenizer.json (+ tokenizer_config.json), it is loaded too: tokenizer() and
+//   encode_chat() (the DeepSeek-V4.1 chat prompt, include/flashkv/chat.hpp) work on the model.
 // Errors (flashkv::Error): kNotFound / kIo (missing or unreadable file), kInvalidConfig (config.json breaks a
 // rule; the message names the field), kInvalidCheckpoint (a tensor is missing, misshapen or of the wrong
 // dtype for the config; the message names the tensor), kUnsupported (device cuda in this build, an unknown
@@ -22,8 +24,11 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
+#include <flashkv/chat.hpp>
 #include <flashkv/config.hpp>
+#include <flashkv/tokenizer.hpp>
 
 namespace flashkv {
 
@@ -73,6 +78,13 @@ class Model {
   int64_t vocab_size() const;
   // Longest sequence a session may hold (max_position_embeddings of the config).
   int64_t max_tokens() const;
+
+  // The checkpoint's tokenizer (DIR/tokenizer.json); tokenizer() throws kNotFound when there is none.
+  bool has_tokenizer() const;
+  const Tokenizer& tokenizer() const;
+  // The token ids of a conversation's V4.1 prompt under this model's tokenizer (ChatEncoder::encode).
+  std::vector<int32_t> encode_chat(const std::vector<ChatMessage>& messages,
+                                   const ChatOptions& options = {}) const;
 
   // Two handles are equal when they share one load.
   friend bool operator==(const Model& a, const Model& b) { return a.core_ == b.core_; }

@@ -1,7 +1,9 @@
 // Model::load and the Model accessors. The CPU engine is the only backend of
 // this build; cuda is refused here rather than silently running on the CPU.
+#include <flashkv/chat.hpp>
 #include <flashkv/error.hpp>
 #include <flashkv/model.hpp>
+#include <flashkv/tokenizer.hpp>
 
 #include "api/model_core.hpp"
 
@@ -38,6 +40,8 @@ Model Model::load(const std::filesystem::path& checkpoint_dir, const LoadOptions
   core->engine = runtime::load_cpu_engine(checkpoint_dir, engine_options);
   core->options = options;
   core->memory = make_memory_report(core->engine->config(), core->engine->plan());
+  if (std::filesystem::exists(checkpoint_dir / "tokenizer.json"))
+    core->tokenizer = Tokenizer::load(checkpoint_dir);
   return Model(std::move(core));
 }
 
@@ -55,6 +59,18 @@ int64_t Model::vocab_size() const {
 }
 int64_t Model::max_tokens() const {
   return config().max_position_embeddings;
+}
+
+bool Model::has_tokenizer() const {
+  return core_->tokenizer.has_value();
+}
+const Tokenizer& Model::tokenizer() const {
+  if (!core_->tokenizer) fail(ErrorCode::kNotFound, "the checkpoint directory has no tokenizer.json");
+  return *core_->tokenizer;
+}
+std::vector<int32_t> Model::encode_chat(const std::vector<ChatMessage>& messages,
+                                        const ChatOptions& options) const {
+  return ChatEncoder::encode(tokenizer(), messages, options);
 }
 
 ModelMemory Model::memory() const {

@@ -4,9 +4,11 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 
 #include <flashkv/config.hpp>
 #include <flashkv/model.hpp>
+#include <flashkv/tokenizer.hpp>
 
 #include "runtime/engine.hpp"
 
@@ -16,6 +18,7 @@ struct ModelCore {
   std::unique_ptr<runtime::Engine> engine;
   LoadOptions options;
   MemoryReport memory;
+  std::optional<Tokenizer> tokenizer;  // when the checkpoint directory has tokenizer.json
 };
 
 }  // namespace flashkv::detail

@@ -114,6 +114,10 @@ fkv_status (*kv_fork)(const fkv_kv*, fkv_kv**) = fkv_kv_fork;
 void (*kv_free)(fkv_kv*) = fkv_kv_free;
 fkv_status (*kv_tokens)(const fkv_kv*, int32_t*, uint64_t*) = fkv_kv_tokens;
 fkv_status (*kv_bytes)(const fkv_kv*, int64_t*) = fkv_kv_bytes;
+/* ABI 1.1 */
+fkv_status (*tokenize)(const fkv_model*, const char*, uint64_t, int32_t, int32_t*, uint64_t*) = fkv_tokenize;
+fkv_status (*detokenize)(const fkv_model*, const int32_t*, uint64_t, int32_t, char*, uint64_t*) = fkv_detokenize;
+fkv_status (*chat_encode)(const fkv_model*, const char*, uint64_t, int32_t*, uint64_t*) = fkv_chat_encode;
 
 int32_t (*token_callback)(void*, int32_t) = (fkv_token_fn)0;
 int32_t (*progress_callback)(void*, int64_t, int64_t) = (fkv_progress_fn)0;
@@ -148,5 +152,5 @@ int main(void) {
   const uint32_t version = FKV_ABI_VERSION;
   const size_t sizes = sizeof(fkv_load_options) + sizeof(fkv_session_options) + sizeof(fkv_sampling_params) +
                        sizeof(fkv_generate_options) + sizeof(fkv_config) + sizeof(fkv_memory);
-  return version == 0x00010000u && sizes > 0 && constants[0] == 0 ? 0 : 1;
+  return version == 0x00010001u && sizes > 0 && constants[0] == 0 ? 0 : 1;
 }

@@ -94,7 +94,7 @@ static fkv_model* load(const char* dir, int32_t numerics, load_log* log) {
 
 static void check_version(void) {
   CHECK(fkv_abi_version() == FKV_ABI_VERSION);
-  CHECK(FKV_ABI_VERSION == 0x00010000u);
+  CHECK(FKV_ABI_VERSION == 0x00010001u);
   CHECK(strlen(fkv_version_string()) >= 5);
   CHECK(strcmp(fkv_status_string(FKV_OK), "ok") == 0);
   CHECK(strcmp(fkv_last_error(), "") == 0); /* nothing failed yet on this thread */

@@ -8,6 +8,7 @@
 
 #include "info_command.hpp"
 #include "run_command.hpp"
+#include "tokenize_command.hpp"
 
 #ifndef FLASHKV_VERSION_STRING
 #define FLASHKV_VERSION_STRING "unknown"
@@ -17,7 +18,8 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: flashkv info PATH [--json]\n"
-    "       flashkv run -m DIR --prompt-ids 1,2,3 [options]\n"
+    "       flashkv run -m DIR --prompt-ids 1,2,3 | --prompt TEXT | --chat FILE.json [options]\n"
+    "       flashkv tokenize -m DIR --text TEXT [--json]\n"
     "       flashkv --help | --version\n"
     "\n"
     "commands:\n"
@@ -31,6 +33,7 @@ constexpr const char* kUsageTail =
 void print_usage() {
   std::fputs(kUsage, stdout);
   std::fputs(flashkv::cli::kRunUsage, stdout);
+  std::fputs(flashkv::cli::kTokenizeUsage, stdout);
   std::fputs(kUsageTail, stdout);
 }
 
@@ -51,6 +54,7 @@ int run(int argc, char** argv) {
   }
   if (command == "info") return flashkv::cli::run_info(std::span(args).subspan(1));
   if (command == "run") return flashkv::cli::run_run(std::span(args).subspan(1));
+  if (command == "tokenize") return flashkv::cli::run_tokenize(std::span(args).subspan(1));
   std::fprintf(stderr, "flashkv: unknown command '%.*s' (see flashkv --help)\n",
                static_cast<int>(command.size()), command.data());
   return 2;

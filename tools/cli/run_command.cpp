@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -17,7 +20,7 @@
 namespace flashkv::cli {
 
 const char* const kRunUsage =
-    "  run -m DIR --prompt-ids 1,2,3 [-n N] [--temperature T] [--top-k K] "
+    "  run -m DIR --prompt-ids 1,2,3 | --prompt TEXT | --chat FILE.json [-n N] [--temperature T] [--top-k K] "
     "[--top-p P] [--min-p P]\n"
     "      [--repetition-penalty R] [--presence-penalty P] [--seed S] "
     "[--stop-ids 1,2] [--ignore-eos]\n"
@@ -30,7 +33,11 @@ const char* const kRunUsage =
     "tok/s and KV bytes;\n"
     "                      --json prints one object (tokens, prefill_tok_s, "
     "decode_tok_s, kv_bytes_per_token,\n"
-    "                      window_bytes, logits_last, ...; see docs/api.md)\n";
+    "                      window_bytes, logits_last, ...; see docs/api.md)\n"
+    "                      --prompt TEXT: BOS + TEXT under DIR/tokenizer.json (control tokens recognised);\n"
+    "                      --chat FILE.json: OpenAI-style messages as the V4.1 chat prompt (docs/chat.md);\n"
+    "                      both print text as it comes (--json adds text, and "
+    "reasoning/content/tool_calls)\n";
 
 namespace {
 
@@ -61,8 +68,34 @@ struct RunReport {
   int64_t session_tokens = 0;
   uint64_t global_kv_bytes = 0;  // the global KV records of session_tokens tokens (MemoryReport)
   int64_t session_kv_bytes =
-      0;  // everything the session's state holds (windows with their rewind margin too)
+      0;             // everything the session's state holds (windows with their rewind margin too)
+  std::string text;  // --prompt / --chat: the generated text
+  std::optional<ParsedChat> chat;  // --chat: the text parsed into reasoning, content and tool calls
 };
+
+// The prompt's token ids: --prompt-ids as given, --prompt as BOS + its text, --chat as the V4.1 prompt.
+// `parse` is set for --chat (how to read the answer).
+std::vector<int32_t> prompt_ids(const Model& model, const RunOptions& o,
+                                std::optional<ChatParseOptions>& parse) {
+  if (o.prompt_text) {
+    const Tokenizer& tokenizer = model.tokenizer();
+    std::vector<int32_t> ids;
+    if (tokenizer.bos_id()) ids.push_back(*tokenizer.bos_id());
+    tokenizer.encode_into(*o.prompt_text, ids, /*allow_special=*/true);
+    return ids;
+  }
+  if (!o.chat_file.empty()) {
+    std::ifstream file(o.chat_file, std::ios::binary);
+    if (!file) fail(ErrorCode::kNotFound, "cannot read the chat file {}", o.chat_file);
+    std::stringstream json;
+    json << file.rdbuf();
+    const ChatRequest request = chat_from_json(json.str());
+    parse = ChatParseOptions{request.options.thinking, !request.options.tools.empty(),
+                             request.options.tool_choice == ChatToolChoice::kRequired};
+    return model.encode_chat(request.messages, request.options);
+  }
+  return o.prompt;
+}
 
 // Prefill progress on stderr, only when the prompt needs more than one chunk.
 ProgressCallback progress_printer(int64_t prompt_tokens, int64_t chunk) {
@@ -88,7 +121,13 @@ const char* stop_reason_name(StopReason reason) {
   return "max_tokens";
 }
 
-RunReport generate_with_stats(const Model& model, const RunOptions& o) {
+RunReport generate_with_stats(const Model& model, const RunOptions& o, const std::vector<int32_t>& prompt,
+                              const std::optional<ChatParseOptions>& parse) {
+  const bool text_mode = o.prompt_text.has_value() || parse.has_value();
+  std::optional<Detokenizer> detokenizer;
+  if (text_mode) detokenizer.emplace(model.tokenizer(), /*skip_special=*/true);
+  std::optional<ChatStreamParser> parser;
+  if (parse) parser.emplace(*parse);
   SessionOptions session_options;
   session_options.prefill_chunk = o.prefill_chunk;
   Session session(model, session_options);
@@ -96,7 +135,7 @@ RunReport generate_with_stats(const Model& model, const RunOptions& o) {
   const int64_t chunk = o.prefill_chunk > 0 ? o.prefill_chunk : model.options().prefill_chunk;
 
   const Clock::time_point prefill_start = Clock::now();
-  session.append(o.prompt, progress_printer(static_cast<int64_t>(o.prompt.size()), chunk));
+  session.append(prompt, progress_printer(static_cast<int64_t>(prompt.size()), chunk));
   report.prefill_seconds = seconds_since(prefill_start);
   report.prefill_logits_last = head_of(session.logits());
   report.logits_last = report.prefill_logits_last;
@@ -109,12 +148,29 @@ RunReport generate_with_stats(const Model& model, const RunOptions& o) {
   const Clock::time_point decode_start = Clock::now();
   const GenerateResult result = session.generate({}, options, [&](int32_t token) {
     report.logits_last = head_of(session.logits());
+    const std::string piece = detokenizer ? detokenizer->push(token) : std::string();
+    report.text += piece;
+    if (parser) parser->feed(piece);
     if (!o.json) {
-      std::printf("%d ", token);
+      if (detokenizer) {
+        std::fputs(piece.c_str(), stdout);
+      } else {
+        std::printf("%d ", token);
+      }
       std::fflush(stdout);
     }
     return true;
   });
+  if (detokenizer) {
+    const std::string tail = detokenizer->flush();
+    report.text += tail;
+    if (!o.json) std::fputs(tail.c_str(), stdout);
+    if (parser) {
+      parser->feed(tail);
+      parser->finish();
+      report.chat = parser->result();
+    }
+  }
   report.decode_seconds = seconds_since(decode_start);
   report.tokens = result.tokens;
   report.stop_reason = stop_reason_name(result.reason);
@@ -124,13 +180,14 @@ RunReport generate_with_stats(const Model& model, const RunOptions& o) {
   return report;
 }
 
-void print_text(const Model& model, const RunOptions& o, const RunReport& r) {
+void print_text(const Model& model, const RunOptions& o, const std::vector<int32_t>& prompt,
+                const RunReport& r) {
   const ModelMemory memory = model.memory();
   const auto generated = static_cast<int64_t>(r.tokens.size());
   std::printf("\n");
-  std::printf("prefill: %zu tokens in %.3f s, %.1f tok/s (%s, %s)\n", o.prompt.size(), r.prefill_seconds,
-              rate(static_cast<int64_t>(o.prompt.size()), r.prefill_seconds),
-              prefill_mode_name(o.load.prefill), numerics_name(o.load.numerics));
+  std::printf("prefill: %zu tokens in %.3f s, %.1f tok/s (%s, %s)\n", prompt.size(), r.prefill_seconds,
+              rate(static_cast<int64_t>(prompt.size()), r.prefill_seconds), prefill_mode_name(o.load.prefill),
+              numerics_name(o.load.numerics));
   std::printf("decode: %lld tokens in %.3f s, %.1f tok/s (stop: %s)\n", static_cast<long long>(generated),
               r.decode_seconds, rate(generated, r.decode_seconds), r.stop_reason);
   std::printf(
@@ -142,12 +199,26 @@ void print_text(const Model& model, const RunOptions& o, const RunReport& r) {
       static_cast<long long>(r.session_kv_bytes));
 }
 
-void print_json(const Model& model, const RunOptions& o, const RunReport& r) {
+void add_text_fields(nlohmann::ordered_json& j, const RunOptions& o, const RunReport& r) {
+  if (!o.prompt_text && !r.chat) return;
+  j["text"] = r.text;
+  if (!r.chat) return;
+  j["reasoning"] = r.chat->reasoning;
+  j["content"] = r.chat->content;
+  nlohmann::ordered_json calls = nlohmann::ordered_json::array();
+  for (const ChatToolCall& call : r.chat->tool_calls) {
+    calls.push_back({{"id", call.id}, {"name", call.name}, {"arguments", call.arguments}});
+  }
+  j["tool_calls"] = calls;
+}
+
+void print_json(const Model& model, const RunOptions& o, const std::vector<int32_t>& prompt,
+                const RunReport& r) {
   const ModelMemory memory = model.memory();
   nlohmann::ordered_json j;
   j["tokens"] = r.tokens;
-  j["prompt_tokens"] = o.prompt.size();
-  j["prefill_tok_s"] = rate(static_cast<int64_t>(o.prompt.size()), r.prefill_seconds);
+  j["prompt_tokens"] = prompt.size();
+  j["prefill_tok_s"] = rate(static_cast<int64_t>(prompt.size()), r.prefill_seconds);
   j["decode_tok_s"] = rate(static_cast<int64_t>(r.tokens.size()), r.decode_seconds);
   j["prefill_seconds"] = r.prefill_seconds;
   j["decode_seconds"] = r.decode_seconds;
@@ -162,7 +233,8 @@ void print_json(const Model& model, const RunOptions& o, const RunReport& r) {
   j["device"] = device_name(o.load.device);
   j["numerics"] = numerics_name(o.load.numerics);
   j["prefill"] = prefill_mode_name(o.load.prefill);
-  const std::string text = j.dump();
+  add_text_fields(j, o, r);
+  const std::string text = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   std::printf("%s\n", text.c_str());
 }
 
@@ -179,11 +251,13 @@ int run_run(std::span<const std::string_view> args) {
   }
   try {
     const Model model = Model::load(parsed->model_dir, parsed->load);
-    const RunReport report = generate_with_stats(model, *parsed);
+    std::optional<ChatParseOptions> parse;
+    const std::vector<int32_t> prompt = prompt_ids(model, *parsed, parse);
+    const RunReport report = generate_with_stats(model, *parsed, prompt, parse);
     if (parsed->json) {
-      print_json(model, *parsed, report);
+      print_json(model, *parsed, prompt, report);
     } else {
-      print_text(model, *parsed, report);
+      print_text(model, *parsed, prompt, report);
     }
     return 0;
   } catch (const Error& e) {

@@ -63,6 +63,10 @@ void apply_valued(RunOptions& o, std::string_view option, std::string_view value
   } else if (option == "--prompt-ids") {
     o.prompt = parse_id_list(option, value);
     if (o.prompt.empty()) throw UsageError{"--prompt-ids is empty"};
+  } else if (option == "--prompt") {
+    o.prompt_text = std::string(value);
+  } else if (option == "--chat") {
+    o.chat_file = std::string(value);
   } else if (option == "-n") {
     o.max_tokens = parse_integer<int64_t>(option, value);
     if (o.max_tokens < 0) throw UsageError{"-n must be >= 0"};
@@ -102,6 +106,8 @@ void apply_valued(RunOptions& o, std::string_view option, std::string_view value
 constexpr std::string_view kValuedOptions[] = {"-m",
                                                "--model",
                                                "--prompt-ids",
+                                               "--prompt",
+                                               "--chat",
                                                "-n",
                                                "--temperature",
                                                "--top-p",
@@ -140,7 +146,10 @@ RunOptions parse_or_throw(std::span<const std::string_view> args) {
     }
   }
   if (o.model_dir.empty()) throw UsageError{"missing -m DIR (the checkpoint directory)"};
-  if (o.prompt.empty()) throw UsageError{"missing --prompt-ids 1,2,3 (the prompt's token ids)"};
+  const int prompts = (o.prompt.empty() ? 0 : 1) + (o.prompt_text ? 1 : 0) + (o.chat_file.empty() ? 0 : 1);
+  if (prompts == 0)
+    throw UsageError{"missing the prompt: --prompt-ids 1,2,3, --prompt TEXT or --chat FILE.json"};
+  if (prompts > 1) throw UsageError{"give one of --prompt-ids, --prompt and --chat"};
   return o;
 }
 

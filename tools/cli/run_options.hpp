@@ -17,6 +17,8 @@ namespace flashkv::cli {
 struct RunOptions {
   std::string model_dir;
   std::vector<int32_t> prompt;
+  std::optional<std::string> prompt_text;  // --prompt: encoded with the checkpoint's tokenizer after BOS
+  std::string chat_file;                   // --chat: OpenAI-style chat JSON, encoded as a V4.1 prompt
   int64_t max_tokens = 16;
   SamplingParams sampling;  // temperature 0 (greedy) unless --temperature is given
   LoadOptions load;

@@ -1,4 +1,5 @@
-//! Hand-written declarations of capi/flashkv.h (ABI 1.0). Every type and function mirrors the header one to one;
+//! Hand-written declarations of capi/flashkv.h (ABI 1.1; its text functions, fkv_tokenize / fkv_detokenize /
+//! fkv_chat_encode, are not declared here yet). Every type and function mirrors the header one to one;
 //! the header is the contract and documents ownership, threading and errors of each function. Kept by hand (no
 //! bindgen) so the crate builds offline with no dependencies; tests/abi.rs checks the struct sizes against what
 //! the library's *_init functions write into struct_size, and the defaults they fill.
@@ -7,7 +8,7 @@
 use std::os::raw::{c_char, c_void};
 
 pub const FKV_ABI_VERSION_MAJOR: u32 = 1;
-pub const FKV_ABI_VERSION_MINOR: u32 = 0;
+pub const FKV_ABI_VERSION_MINOR: u32 = 1;
 pub const FKV_ABI_VERSION: u32 = (FKV_ABI_VERSION_MAJOR << 16) | FKV_ABI_VERSION_MINOR;
 
 pub type fkv_status = i32;
