@@ -25,6 +25,7 @@ import os
 import pathlib
 import shutil
 import subprocess
+import sys
 
 import ml_dtypes  # noqa: F401 -- registers numpy's bfloat16 (the golden checkpoints store BF16 weights)
 import numpy as np
@@ -357,3 +358,22 @@ def test_faithful_state_bytes_follow_the_v4_records(faithful):
         elif ratio > 0:
             expected += len(ids) // ratio * record + (margin + ratio) * 2 * hd * 4
     assert engine.state_bytes(state) == expected
+
+
+def test_generated_tiny_v4_checkpoint_equals_the_reference(fkt, tmp_path):
+    """The tiny-v4 preset of tools/make-tiny-checkpoint stores the released formats (FP8 128x128 tiles, MXFP4 experts,
+    I32 tid2eid): the engine's faithful prefill + decode equals the reference's full forward bit for bit."""
+    directory = tmp_path / "tiny-v4"
+    made = subprocess.run([sys.executable, str(ROOT / "tools" / "make-tiny-checkpoint"), "--config", "tiny-v4",
+                           "--seed", str(SEED), "--out", str(directory)], capture_output=True, text=True, timeout=120)
+    assert made.returncode == 0, made.stderr
+    config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
+    ids = np.random.default_rng(SEED + 2).integers(0, config["vocab_size"], 100).tolist()
+    engine = fkt.load_cpu_engine(str(directory), "faithful", 2)
+    state = engine.new_state()
+    logits = np.concatenate([engine.forward(state, ids[:61], True)] + [engine.forward(state, [t], True)
+                                                                      for t in ids[61:]])
+    reference, _ = reference_run(directory, "faithful", ids)
+    errors = row_errors(logits, reference)
+    assert np.array_equal(logits, reference.astype(np.float32)), (
+        f"worst position {int(np.argmax(errors))}: {errors.max():.2e} (seed {SEED})")
