@@ -633,13 +633,33 @@ __global__ void __launch_bounds__(kThreads) index_key_write_kernel(IndexKeyWrite
 // ---- launch
 // ---------------------------------------------------------------------------------------------------
 
-template <typename Kernel>
-int grid_for(Kernel kernel, int64_t rows, int rows_per_warp) {
-  int device = 0, sms = 0, per_sm = 0;
+// Resident CTAs of `kernel` on the current device, remembered per thread (the launch path of a decode step
+// should not pay an occupancy query per call).
+int resident_ctas(const void* kernel) {
+  struct Entry {
+    const void* kernel;
+    int device;
+    int ctas;
+  };
+  thread_local Entry cache[32] = {};
+  thread_local int next = 0;
+  int device = 0;
   FKV_CUDA_CHECK(cudaGetDevice(&device));
+  for (const Entry& e : cache) {
+    if (e.kernel == kernel && e.device == device) return e.ctas;
+  }
+  int sms = 0, per_sm = 0;
   FKV_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   FKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0));
-  const int64_t resident = static_cast<int64_t>(sms) * (per_sm > 0 ? per_sm : 1);
+  const int ctas = sms * (per_sm > 0 ? per_sm : 1);
+  cache[next] = {kernel, device, ctas};
+  next = (next + 1) % 32;
+  return ctas;
+}
+
+template <typename Kernel>
+int grid_for(Kernel kernel, int64_t rows, int rows_per_warp) {
+  const int64_t resident = resident_ctas(reinterpret_cast<const void*>(kernel));
   const int64_t rows_per_cta = static_cast<int64_t>(kThreads / 32) * rows_per_warp;
   const int64_t needed = (rows + rows_per_cta - 1) / rows_per_cta;
   return static_cast<int>(needed < resident ? needed : resident);
