@@ -13,6 +13,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
@@ -32,6 +33,9 @@ constexpr const char* kProgram = "bench_kv_write";
 constexpr int kDim = 512;
 constexpr int kKeyDim = 128;
 constexpr int kRopeDim = 64;
+// Positions deep into a long context (angles up to ~6e5 rad: realistic argument reduction for cos/sin); the
+// entry and key numbers that follow from it (>= 300000) exceed every launch's count, as FlatPages needs.
+constexpr int64_t kStart = 600000;
 constexpr size_t kRotationBytes = size_t{512} << 20;  // inputs + outputs touched over one rotation
 
 size_t round_up_256(size_t bytes) {
@@ -64,19 +68,23 @@ struct Common {
     flashkv::bench::fill_random(key_norm.as<float>(), kKeyDim, 12, 1.0f, stream);
     flashkv::bench::fill_random(pending.as<float>(), 2 * kDim, 13, 1.0f, stream);
     std::vector<double> f(kRopeDim / 2);
-    for (size_t i = 0; i < f.size(); ++i) f[i] = static_cast<double>(1.0f / (1.0f + static_cast<float>(i)));
+    // the compress RoPE's frequencies theta^(-2i/64), theta = 160000, as fp32 (YaRN's blend aside)
+    for (size_t i = 0; i < f.size(); ++i) {
+      f[i] = static_cast<float>(std::pow(160000.0, -2.0 * static_cast<double>(i) / kRopeDim));
+    }
     FKV_CUDA_CHECK(
         cudaMemcpy(freqs.as<double>(), f.data(), f.size() * sizeof(double), cudaMemcpyHostToDevice));
   }
   fc::RopeParams rope() const { return {freqs.as<double>(), kRopeDim}; }
 };
 
-// A flat page table (one page holding every record) over `records` records at `pool`.
+// Records first … first+count−1 back to back from `out`: pages of `first` records, the second of which (the
+// one holding record `first`) is page 0 at `out`; count <= first.
 struct FlatPages {
-  DeviceBuffer table{sizeof(int32_t)};
-  FlatPages() { FKV_CUDA_CHECK(cudaMemset(table.as<int32_t>(), 0, sizeof(int32_t))); }
-  fc::RecordPagesView view(uint8_t* pool, int64_t records, size_t record_bytes) const {
-    return {pool, table.as<int32_t>(), std::max<int64_t>(1, records), static_cast<int64_t>(record_bytes)};
+  DeviceBuffer table{2 * sizeof(int32_t)};
+  FlatPages() { FKV_CUDA_CHECK(cudaMemset(table.as<int32_t>(), 0, 2 * sizeof(int32_t))); }
+  fc::RecordPagesView view(uint8_t* out, int64_t first, size_t record_bytes) const {
+    return {out, table.as<int32_t>(), first, static_cast<int64_t>(record_bytes)};
   }
 };
 
@@ -103,7 +111,7 @@ void bench_window(int64_t n, const Common& common, double copy_gbs, cudaStream_t
     a.kv = {b.input(rep), fc::RowType::kBf16};
     a.n = n;
     a.dim = kDim;
-    a.start = 1000;
+    a.start = kStart;
     a.norm_weight = common.norm.as<float>();
     a.eps = 1e-20;
     a.rope = common.rope();
@@ -131,9 +139,10 @@ void bench_entries(int ratio, int64_t n, const Common& common, double copy_gbs, 
   const double ms = flashkv::bench::median_ms(stream, [&] {
     fc::CompressorWriteArgs a;
     a.ratio = ratio;
-    a.start = 0;
+    a.start = kStart;
     a.n = n;
     a.dim = kDim;
+    a.first_entry = kStart / ratio;
     const uint8_t* in = b.input(rep);
     a.v = {in, ratio == 2 ? fc::RowType::kFp32 : fc::RowType::kBf16};
     a.g = reinterpret_cast<const float*>(in) + n * kDim;
@@ -142,7 +151,7 @@ void bench_entries(int ratio, int64_t n, const Common& common, double copy_gbs, 
     a.eps = 1e-20;
     a.rope = common.rope();
     uint8_t* out = b.output(rep++);
-    a.entries = pages.view(out, entries, record);
+    a.entries = pages.view(out, kStart / ratio, record);
     a.latents = out + round_up_256(count * record);
     fc::write_compressed_entries(a, stream);
   });
@@ -164,11 +173,12 @@ void bench_keys(int64_t n, const Common& common, double copy_gbs, cudaStream_t s
     a.keys = {b.input(rep), fc::RowType::kBf16};
     a.count = n;
     a.key_dim = kKeyDim;
+    a.first_entry = kStart / 2;
     a.ratio = 2;
     a.norm_weight = common.key_norm.as<float>();
     a.eps = 1e-20;
     a.rope = common.rope();
-    a.records = pages.view(b.output(rep++), n, record);
+    a.records = pages.view(b.output(rep++), kStart / 2, record);
     fc::write_index_keys(a, stream);
   });
   report("index_key_mxfp4", n, static_cast<double>(n) * static_cast<double>(kKeyDim * 2 + record), ms,
