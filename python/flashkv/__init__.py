@@ -14,6 +14,9 @@ from __future__ import annotations
 
 from . import _flashkv
 from ._flashkv import (
+    ChatEvent,
+    ChatParser,
+    Detokenizer,
     GenerateResult,
     KVHandle,
     KvSourceFootprint,
@@ -49,8 +52,15 @@ from .errors import ERROR_CLASSES as _ERROR_CLASSES
 
 _flashkv._register_errors({cls.code: cls for cls in _ERROR_CLASSES})
 
+from .chat import session_chat as _session_chat  # noqa: E402 -- needs the compiled module loaded above
+
+Session.chat = _session_chat
+
 __all__ = [
     "CancelledError",
+    "ChatEvent",
+    "ChatParser",
+    "Detokenizer",
     "DeviceError",
     "Error",
     "GenerateResult",

@@ -18,5 +18,6 @@ void bind_generate(py::module_& m);  // TokenStream, GenerateResult
 void bind_session(py::module_& m);
 void def_session_generate(py::class_<PySession>& session_class);  // Session.generate, called by bind_session
 void bind_decode(py::module_& m);
+void bind_text(py::module_& m);  // Detokenizer, ChatEvent, ChatParser
 
 }  // namespace flashkv::python

@@ -1,9 +1,12 @@
-// flashkv.Model: load with keyword options, config, memory, options, and Model.session().
+// flashkv.Model: load with keyword options, config, memory, options, Model.session(), and the text methods
+// (tokenize, detokenize, encode_chat) over the checkpoint's tokenizer.json.
 #include <fmt/format.h>
 #include <pybind11/stl.h>
 #include <pybind11/stl/filesystem.h>
 
+#include <flashkv/chat.hpp>
 #include <flashkv/error.hpp>
+#include <flashkv/tokenizer.hpp>
 
 #include "bindings.hpp"
 #include "callbacks.hpp"
@@ -22,6 +25,23 @@ Model load(const std::filesystem::path& path, const std::string& device, int thr
   options.prefill = parse_prefill(prefill, "Model: prefill");
   options.prefill_chunk = prefill_chunk;
   return without_gil([&] { return Model::load(path, options); });
+}
+
+// Model.encode_chat: the keyword arguments become an OpenAI-style request, read by chat_from_json (one parser
+// for Python, the CLI and the C ABI).
+std::vector<int32_t> encode_chat(const Model& model, const py::object& messages, bool thinking,
+                                 const py::object& effort, const py::object& tools,
+                                 const std::string& tool_choice, const py::object& response_format) {
+  py::dict request;
+  request["messages"] = messages;
+  request["thinking"] = thinking;
+  request["tool_choice"] = tool_choice;
+  if (!effort.is_none()) request["reasoning_effort"] = effort;
+  if (!tools.is_none()) request["tools"] = tools;
+  if (!response_format.is_none()) request["response_format"] = response_format;
+  const auto json = py::module_::import("json").attr("dumps")(request).cast<std::string>();
+  const ChatRequest chat = chat_from_json(json);
+  return model.encode_chat(chat.messages, chat.options);
 }
 
 void bind_load_options(py::module_& m) {
@@ -64,6 +84,27 @@ void bind_model(py::module_& m) {
       .def_property_readonly("max_tokens", &Model::max_tokens, "Longest sequence a session may hold.")
       .def("session", &make_py_session, py::kw_only(), py::arg("prefill_chunk") = 0,
            py::arg("prefill") = py::none(), "A new, empty Session of this model.")
+      .def_property_readonly("has_tokenizer", &Model::has_tokenizer,
+                             "Whether the checkpoint directory had a tokenizer.json.")
+      .def(
+          "tokenize",
+          [](const Model& model, const std::string& text, bool allow_special) {
+            return model.tokenizer().encode(text, allow_special);
+          },
+          py::arg("text"), py::kw_only(), py::arg("allow_special") = false,
+          "Token ids of `text` (no BOS). allow_special recognises control tokens such as <｜User｜> in it.")
+      .def(
+          "detokenize",
+          [](const Model& model, const std::vector<int32_t>& ids, bool skip_special) {
+            return model.tokenizer().decode(ids, skip_special);
+          },
+          py::arg("ids"), py::kw_only(), py::arg("skip_special") = false,
+          "Text of `ids` (U+FFFD where the bytes are not valid UTF-8).")
+      .def("encode_chat", &encode_chat, py::arg("messages"), py::kw_only(), py::arg("thinking") = true,
+           py::arg("effort") = py::none(), py::arg("tools") = py::none(), py::arg("tool_choice") = "auto",
+           py::arg("response_format") = py::none(),
+           "Token ids of the DeepSeek-V4.1 chat prompt of OpenAI-style `messages` (docs/chat.md); effort is "
+           "a level name or an int 1-100.")
       .def(
           "__eq__",
           [](const Model& a, const py::object& b) {

@@ -13,4 +13,5 @@ PYBIND11_MODULE(_flashkv, m) {
   flashkv::python::bind_generate(m);
   flashkv::python::bind_session(m);
   flashkv::python::bind_decode(m);
+  flashkv::python::bind_text(m);
 }

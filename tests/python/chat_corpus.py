@@ -158,6 +158,22 @@ def recipe_prompt(dr, messages, options):
     return prompt.encode(), [(to_bytes(a), to_bytes(b)) for a, b in rendered.special_ranges]
 
 
+# ---- conversion to OpenAI-style chat JSON (what chat_from_json, the CLI, the C ABI and Python read) ----
+
+def openai_message(m):
+    out = {"role": m["role"], "content": m["content"]}
+    if m.get("reasoning") is not None:
+        out["reasoning_content"] = m["reasoning"]
+    if m.get("tool_calls"):
+        out["tool_calls"] = [{"id": i, "type": "function", "function": {"name": n, "arguments": a}}
+                             for i, n, a in m["tool_calls"]]
+    if m["role"] == "tool":
+        out["tool_call_id"] = m.get("tool_call_id", "")
+    if m.get("prefix"):
+        out["prefix"] = True
+    return out
+
+
 # ---- conversion to the flashkv_testing binding ----
 
 def flashkv_tool(tool):

@@ -197,19 +197,8 @@ def test_integer_effort_and_tables(fkt):
 def openai_request(messages, options):
     """The conversation as an OpenAI-style Chat Completions body (what chat_from_json reads)."""
     body = {"model": "DeepSeek-V4.1-Flash", "tool_choice": options["tool_choice"],
-            "thinking": {"type": "enabled" if options["thinking"] else "disabled"}, "messages": []}
-    for m in messages:
-        out = {"role": m["role"], "content": m["content"]}
-        if m.get("reasoning") is not None:
-            out["reasoning_content"] = m["reasoning"]
-        if m.get("tool_calls"):
-            out["tool_calls"] = [{"id": i, "type": "function", "function": {"name": n, "arguments": a}}
-                                 for i, n, a in m["tool_calls"]]
-        if m["role"] == "tool":
-            out["tool_call_id"] = m["tool_call_id"]
-        if m.get("prefix"):
-            out["prefix"] = True
-        body["messages"].append(out)
+            "thinking": {"type": "enabled" if options["thinking"] else "disabled"},
+            "messages": [corpus.openai_message(m) for m in messages]}
     if options["effort"]:
         body["reasoning_effort"] = options["effort"]
     tools = []
