@@ -5,6 +5,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -231,6 +232,16 @@ void bind_inventory(py::module_& m) {
           py::dict weights;
           for (const auto& expected : loader::expected_tensors(config, make_layer_plan(config))) {
             if (!checkpoint.find(expected.name)) continue;  // optional tensors
+            // V4 ffn.gate.tid2eid: expert ids, not floats.
+            if (expected.storage == loader::StorageKind::kIntegerTable) {
+              const std::vector<int32_t> ids =
+                  loader::read_index_table(checkpoint, expected, config.n_routed_experts);
+              py::array_t<int32_t> table(
+                  std::vector<py::ssize_t>(expected.shape.begin(), expected.shape.end()));
+              std::copy(ids.begin(), ids.end(), table.mutable_data());
+              weights[py::str(expected.name)] = table;
+              continue;
+            }
             py::array_t<float> out(std::vector<py::ssize_t>(expected.shape.begin(), expected.shape.end()));
             loader::read_weight_float32(
                 checkpoint, expected, std::span<float>(out.mutable_data(), static_cast<size_t>(out.size())));
@@ -239,7 +250,8 @@ void bind_inventory(py::module_& m) {
           return weights;
         });
       },
-      "{name: fp32 array} of every expected weight present, dequantized by read_weight_float32.");
+      "{name: fp32 array} of every expected weight present, dequantized by read_weight_float32 (int32 for an "
+      "integer table: read_index_table).");
 
   m.def("describe_checkpoint", [](const std::string& checkpoint_path) {
     return translated([&] {

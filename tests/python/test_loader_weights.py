@@ -45,6 +45,8 @@ def scale_values(dtype: str, data: bytes, shape) -> np.ndarray:
 
 def oracle(spec, raw) -> np.ndarray:
     dtype, shape, data = raw[spec.name]
+    if spec.storage == "i32":  # V4 tid2eid
+        return np.frombuffer(data, np.int32).reshape(shape)
     if dtype in FLOATS:
         return np.frombuffer(data, FLOATS[dtype]).astype(np.float32).reshape(shape)
     rows, cols = spec.shape
@@ -57,12 +59,14 @@ def oracle(spec, raw) -> np.ndarray:
         values = nibbles.view(ml_dtypes.float4_e2m1fn).astype(np.float32)
         return values * np.repeat(scales, 32, axis=1)[:, :cols]
     values = np.frombuffer(data, ml_dtypes.float8_e4m3fn).astype(np.float32).reshape(rows, cols)
-    row_repeat = 32 if spec.storage == "fp8_block32" else 1
-    return values * np.repeat(np.repeat(scales, row_repeat, axis=0), 32, axis=1)[:rows, :cols]
+    tile = {"fp8_block32": 32, "fp8_block128": 128}.get(spec.storage)  # square tiles; else per 32 columns of a row
+    row_repeat, col_repeat = (tile, tile) if tile else (1, 32)
+    return values * np.repeat(np.repeat(scales, row_repeat, axis=0), col_repeat, axis=1)[:rows, :cols]
 
 
 @pytest.mark.parametrize("variant", [("--config", "tiny-v41"),
-                                     ("--config", "tiny-v41-alt", "--scale-dtype", "u8", "--packed-dtype", "u8")])
+                                     ("--config", "tiny-v41-alt", "--scale-dtype", "u8", "--packed-dtype", "u8"),
+                                     ("--config", "tiny-v4")])
 def test_every_weight_dequantizes_like_the_oracle(fkt, tmp_path, variant):
     out = tmp_path / "ckpt"
     result = subprocess.run([sys.executable, str(ROOT / "tools" / "make-tiny-checkpoint"), *variant,
@@ -76,6 +80,7 @@ def test_every_weight_dequantizes_like_the_oracle(fkt, tmp_path, variant):
     for spec in specs:
         expected = oracle(spec, raw)
         assert ours[spec.name].shape == expected.shape, spec.name
+        assert ours[spec.name].dtype == expected.dtype, spec.name
         assert np.array_equal(ours[spec.name].view(np.uint32), expected.view(np.uint32)), f"{spec.name} seed {SEED}"
         quantized += spec.storage not in ("bf16", "f32")
     assert quantized > 100  # the quantized paths were exercised, not only the float ones
