@@ -128,7 +128,12 @@ void launch_exact_scores(const IndexScoringArgs& args, const int* skip, cudaStre
   }();
   (void)configured;
   const int64_t tiles = (args.key_count + kScoreThreads - 1) / kScoreThreads;
-  const int64_t per_row = std::max<int64_t>(1, 4 * sm_count() / std::max<int64_t>(args.n, 1));
+  // As the fallback of the tensor-core path (skip given) it usually has nothing to do: a few CTAs per row
+  // keep that cheap; a row that does need it (queries that are not MXFP4-exact) is rare.
+  constexpr int64_t kFallbackCtasPerRow = 16;
+  const int64_t per_row = skip != nullptr
+                              ? kFallbackCtasPerRow
+                              : std::max<int64_t>(1, 4 * sm_count() / std::max<int64_t>(args.n, 1));
   const dim3 grid(static_cast<unsigned>(std::min(tiles, per_row)), static_cast<unsigned>(args.n));
   exact_scores_kernel<<<grid, kScoreThreads, smem, stream>>>(args, skip);
   FKV_CUDA_CHECK_LAUNCH();
