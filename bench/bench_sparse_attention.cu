@@ -91,6 +91,25 @@ double cublas_attention_shape_tflops(int batch, cudaStream_t stream) {
   return batch * flop_per_query() / 2.0 / (ms * 1e-3) / 1e12;
 }
 
+// Where one CTA's time goes: CTA 0's clock64 / %globaltimer at the kernel's phase boundaries (one extra
+// launch with args.profile set).
+void print_profile(fc::SparseAttentionArgs args, cudaStream_t stream, fc::SparseAttentionVariant variant,
+                   unsigned long long* device_profile, const std::string& name) {
+  FKV_CUDA_CHECK(cudaMemsetAsync(device_profile, 0, 10 * sizeof(unsigned long long), stream));
+  args.profile = device_profile;
+  fc::sparse_attention(args, stream, variant);
+  unsigned long long p[10];
+  FKV_CUDA_CHECK(cudaMemcpyAsync(p, device_profile, sizeof p, cudaMemcpyDeviceToHost, stream));
+  FKV_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const auto us = [&](int a, int b) { return static_cast<double>(p[5 + b] - p[5 + a]) * 1e-3; };
+  const auto kcycles = [&](int a, int b) { return static_cast<double>(p[b] - p[a]) * 1e-3; };
+  std::printf(
+      "  profile %s (CTA 0): key list %.1f us (%.1fK cyc), Q.K^T %.1f us (%.1fK), softmax %.1f us "
+      "(%.1fK), P.V %.1f us (%.1fK), total %.1f us (%.1fK cycles)\n",
+      name.c_str(), us(0, 1), kcycles(0, 1), us(1, 2), kcycles(1, 2), us(2, 3), kcycles(2, 3), us(3, 4),
+      kcycles(3, 4), us(0, 4), kcycles(0, 4));
+}
+
 }  // namespace
 
 int main() {
@@ -115,6 +134,9 @@ int main() {
     fb::DeviceBuffer selection(static_cast<size_t>(kMaxBatch) * kTopk * 4);
     fb::DeviceBuffer sink(kHeads * 4);
     fb::fill_random(sink.as<float>(), kHeads, 14, 1.0f, stream);
+    // the split-keys scratch allocated once (as an engine would), not per call
+    fb::DeviceBuffer workspace(fc::sparse_attention_workspace_bytes(kMaxBatch, kWindow, kTopk));
+    fb::DeviceBuffer profile(10 * sizeof(unsigned long long));
     make_indices<<<kMaxBatch, 256, 0, stream>>>(window_rows.as<int32_t>(), selection.as<int32_t>(), 15);
     FKV_CUDA_CHECK_LAUNCH();
     FKV_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -141,11 +163,16 @@ int main() {
         args.topk = kTopk;
         args.sink = sink.as<float>();
         args.out = out.as<uint16_t>();
+        args.workspace = workspace.as<void>();
+        args.workspace_bytes = workspace.bytes();
         const double ms = fb::median_ms(stream, [&] { fc::sparse_attention(args, stream, v.variant); });
         const double tflops = batch * flop_per_query() / (ms * 1e-3) / 1e12;
         const std::string name = std::string("sparse_attention_") + v.name + "_b" + std::to_string(batch);
         fb::print_result(kProgram, name + "_us", ms * 1e3, "us", 0.0);
         fb::print_result(kProgram, name, tflops, "TFLOP/s", tflops / gemm);
+        if ((batch == 1 || batch == 128) && v.variant != fc::SparseAttentionVariant::kSplitKeys) {
+          print_profile(args, stream, v.variant, profile.as<unsigned long long>(), name);
+        }
       }
     }
     FKV_CUDA_CHECK(cudaStreamDestroy(stream));

@@ -841,6 +841,15 @@ constexpr bool kHaveWgmma = true;
 constexpr bool kHaveWgmma = false;
 #endif
 
+// Diagnostics: clock64() and %globaltimer of CTA 0's thread 0 at profile point `point` (see the header).
+__device__ inline void profile_point(unsigned long long* profile, int point) {
+  if (profile == nullptr || blockIdx.x != 0 || threadIdx.x != 0) return;
+  unsigned long long ns;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
+  profile[point] = static_cast<unsigned long long>(clock64());
+  profile[5 + point] = ns;
+}
+
 // Phase implementations: 0 mma.sync, 1 wgmma, 2 pipelined wgmma, 3 (output only) wgmma with swapped
 // descriptor offsets (logits and output chosen separately, so that a diagnostic variant can pin a fault on
 // one phase).
@@ -868,7 +877,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   s.key_stride = key_stride;
 
   const int64_t row = blockIdx.x;
+  profile_point(args.profile, 0);
   build_key_list(args, row, reinterpret_cast<int32_t*>(s.logits), s.keys, s.counts);  // logits area: free yet
+  profile_point(args.profile, 1);
   const KeySource src{args.window_records, args.entry_records, s.counts[0], s.counts[1]};
   const int tiles = (src.total + kTileKeys - 1) / kTileKeys;
 
@@ -885,7 +896,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (small_tiles > 0) load_tile(s, src, 0, even);
     if (small_tiles > 1) load_tile(s, src, 1, odd);
   }
+  profile_point(args.profile, 2);
   compute_probabilities(s, src.total, tiles, args.sink, scale);
+  profile_point(args.profile, 3);
   if constexpr (kOutput == 0) {
     compute_output_mma(s, src, tiles, out_row);
   } else if constexpr (kOutput == 1) {
@@ -895,6 +908,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   } else {
     compute_output_pipelined(s, src, small_tiles, out_row, even, odd);
   }
+  __syncthreads();
+  profile_point(args.profile, 4);
 }
 
 // ---- split keys: several CTAs per query row (small batches) -----------------------------------------------
@@ -1161,9 +1176,10 @@ void launch_split(const SparseAttentionArgs& args, int key_stride, float scale, 
   const size_t logits_bytes = n * kHeads * key_stride * sizeof(float);
   const size_t stats_bytes = n * splits * kHeads * sizeof(float2);
   const size_t partial_bytes = n * splits * kHeads * kDim * sizeof(float);
-  uint8_t* base = nullptr;
-  FKV_CUDA_CHECK(
-      cudaMallocAsync(reinterpret_cast<void**>(&base), logits_bytes + stats_bytes + partial_bytes, stream));
+  const size_t bytes = logits_bytes + stats_bytes + partial_bytes;
+  const bool own = args.workspace == nullptr || args.workspace_bytes < bytes;
+  uint8_t* base = static_cast<uint8_t*>(args.workspace);
+  if (own) FKV_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&base), bytes, stream));
   SplitScratch scratch{reinterpret_cast<float*>(base), reinterpret_cast<float2*>(base + logits_bytes),
                        reinterpret_cast<float*>(base + logits_bytes + stats_bytes), splits};
   const dim3 grid(static_cast<unsigned>(args.n), static_cast<unsigned>(splits));
@@ -1175,7 +1191,17 @@ void launch_split(const SparseAttentionArgs& args, int key_stride, float scale, 
   split_reduce_kernel<<<dim3(static_cast<unsigned>(args.n), kHeads * kDim / 4 / kThreads), kThreads, 0,
                         stream>>>(scratch, args.out);
   FKV_CUDA_CHECK_LAUNCH();
-  FKV_CUDA_CHECK(cudaFreeAsync(base, stream));
+  if (own) FKV_CUDA_CHECK(cudaFreeAsync(base, stream));
+}
+
+size_t sparse_attention_workspace_bytes(int64_t n, int window_cap, int topk) {
+  const int keys = window_cap + topk;
+  const auto key_stride =
+      static_cast<size_t>(std::max(kTileKeys, (keys + kTileKeys - 1) / kTileKeys * kTileKeys));
+  const size_t splits = key_stride / kTileKeys;
+  const auto rows = static_cast<size_t>(std::max<int64_t>(n, 0));
+  return rows *
+         (kHeads * key_stride * sizeof(float) + splits * kHeads * (sizeof(float2) + kDim * sizeof(float)));
 }
 
 void sparse_attention(const SparseAttentionArgs& args, cudaStream_t stream, SparseAttentionVariant variant) {

@@ -50,7 +50,18 @@ struct SparseAttentionArgs {
   int topk = 0;
   const float* sink = nullptr;
   uint16_t* out = nullptr;
+  // Diagnostics only (null otherwise): 10 device words; CTA 0 of the one-CTA-per-row variants writes
+  // clock64() at its start, after the key list, after Q·Kᵀ, after the softmax and at its end (words 0-4), and
+  // %globaltimer (ns) at the same points (words 5-9).
+  unsigned long long* profile = nullptr;
+  // kSplitKeys scratch (optional): at least sparse_attention_workspace_bytes(n, window_cap, topk) bytes of
+  // device memory, 16-byte aligned; when absent the call takes it from cudaMallocAsync on the stream.
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
 };
+
+// Device scratch the kSplitKeys variant uses for `n` rows.
+size_t sparse_attention_workspace_bytes(int64_t n, int window_cap, int topk);
 
 // Implementation choice; every variant computes the same function (the GPU test runs each against the CPU).
 enum class SparseAttentionVariant {
