@@ -15,7 +15,6 @@ import math
 import os
 import pathlib
 import shutil
-import struct
 import subprocess
 import sys
 
@@ -23,6 +22,7 @@ import numpy as np
 import pytest
 from safetensors import safe_open
 from safetensors.numpy import save_file
+from test_loader_inventory import remove_tensor  # header surgery on a copy of a checkpoint
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "tests" / "data" / "configs"
@@ -155,24 +155,11 @@ def test_golden_checkpoints_written_by_transformers_check_ok(cli, directory):
     assert {t["name"] for t in info["tensors"]} == set(stored_names(directory))
 
 
-def drop_from_shard(directory: pathlib.Path, name: str) -> None:
-    """Removes `name` from its shard's header (same header length, so the data offsets stay valid) and the index."""
-    index = json.loads((directory / "model.safetensors.index.json").read_text())
-    shard = directory / index["weight_map"].pop(name)
-    data = shard.read_bytes()
-    length = struct.unpack("<Q", data[:8])[0]
-    header = json.loads(data[8 : 8 + length])
-    del header[name]
-    text = json.dumps(header, separators=(",", ":")).encode()
-    shard.write_bytes(data[:8] + text + b" " * (length - len(text)) + data[8 + length :])
-    (directory / "model.safetensors.index.json").write_text(json.dumps(index))
-
-
 def test_problems_in_a_v4_checkpoint_are_named(cli, tiny_v4, tmp_path):
     broken = pathlib.Path(shutil.copytree(tiny_v4, tmp_path / "ckpt"))
     name = "layers.0.ffn.gate.tid2eid"
-    drop_from_shard(broken, name)
-    drop_from_shard(broken, "hc_head_scale")
+    remove_tensor(broken, name)
+    remove_tensor(broken, "hc_head_scale")
     ids = np.arange(2 * 512, dtype=np.float32).reshape(512, 2) % 8  # an id table stored as floats
     save_file({name: ids}, broken / "extra.safetensors")
     index = json.loads((broken / "model.safetensors.index.json").read_text())

@@ -76,8 +76,8 @@ def checkpoint_inventory(config: Config) -> list[TensorSpec]:
     return specs
 
 
-def _dense(name: str, out_features: int, in_features: int) -> TensorSpec:
-    return TensorSpec(name, (out_features, in_features), FP8_BLOCK32, projection(in_features))
+def _dense(name: str, out_features: int, in_features: int, storage: str = FP8_BLOCK32) -> TensorSpec:
+    return TensorSpec(name, (out_features, in_features), storage, projection(in_features))
 
 
 def _global_tensors(config: Config) -> list[TensorSpec]:
@@ -92,13 +92,14 @@ def _global_tensors(config: Config) -> list[TensorSpec]:
 
 def _layer_tensors(config: Config, role: LayerRole) -> list[TensorSpec]:
     prefix = f"layers.{role.index}."
-    specs = _norm_and_mixer_tensors(config) + _attention_tensors(config, role) + _moe_tensors(config)
+    specs = norm_and_mixer_tensors(config) + _attention_tensors(config, role) + _moe_tensors(config)
     if role.engram_slot >= 0:  # table rows: engram_num_embeddings, checked against the prime rule on load
         specs += _engram_tensors(config, config.engram_num_embeddings[role.engram_slot])
     return [TensorSpec(prefix + spec.name, spec.shape, spec.storage, spec.init) for spec in specs]
 
 
-def _norm_and_mixer_tensors(config: Config) -> list[TensorSpec]:
+def norm_and_mixer_tensors(config) -> list[TensorSpec]:
+    """A layer's two RMSNorm weights and its two mHC mixers (shared with the V4 inventory)."""
     dim, mult = config.hidden_size, config.hc_mult
     mixer_width = 2 * mult + mult * mult  # pre (mult) + post (mult) + comb (mult x mult), MODEL.md §4
     specs = [
@@ -114,19 +115,25 @@ def _norm_and_mixer_tensors(config: Config) -> list[TensorSpec]:
     return specs
 
 
-def _attention_tensors(config: Config, role: LayerRole) -> list[TensorSpec]:
+def attention_core_tensors(config, storage: str = FP8_BLOCK32) -> list[TensorSpec]:
+    """Every layer's query, window KV and output projections and sinks; `storage` of the FP8 projections."""
     dim, heads, head_dim = config.hidden_size, config.num_attention_heads, config.head_dim
     q_rank, groups, o_rank = config.q_lora_rank, config.o_groups, config.o_lora_rank
-    specs = [
-        _dense("attn.wq_a.weight", q_rank, dim),
+    return [
+        _dense("attn.wq_a.weight", q_rank, dim, storage),
         TensorSpec("attn.q_norm.weight", (q_rank,), BF16, NORM_WEIGHT),
-        _dense("attn.wq_b.weight", heads * head_dim, q_rank),
-        _dense("attn.wkv.weight", head_dim, dim),
+        _dense("attn.wq_b.weight", heads * head_dim, q_rank, storage),
+        _dense("attn.wkv.weight", head_dim, dim, storage),
         TensorSpec("attn.kv_norm.weight", (head_dim,), BF16, NORM_WEIGHT),
-        _dense("attn.wo_a.weight", groups * o_rank, heads * head_dim // groups),
-        _dense("attn.wo_b.weight", dim, groups * o_rank),
+        _dense("attn.wo_a.weight", groups * o_rank, heads * head_dim // groups, storage),
+        _dense("attn.wo_b.weight", dim, groups * o_rank, storage),
         TensorSpec("attn.attn_sink", (heads,), F32, normal(0.0, 1.0)),
     ]
+
+
+def _attention_tensors(config: Config, role: LayerRole) -> list[TensorSpec]:
+    dim, head_dim, q_rank = config.hidden_size, config.head_dim, config.q_lora_rank
+    specs = attention_core_tensors(config)
     if role.is_kv_source:
         specs += [
             TensorSpec("attn.compressor.wkv.weight", (head_dim, dim), BF16, projection(dim)),
@@ -145,12 +152,18 @@ def _attention_tensors(config: Config, role: LayerRole) -> list[TensorSpec]:
 
 
 def _moe_tensors(config: Config) -> list[TensorSpec]:
-    dim, experts, inter = config.hidden_size, config.n_routed_experts, config.moe_intermediate_size
-    specs = [
+    dim, experts = config.hidden_size, config.n_routed_experts
+    return [
         TensorSpec("ffn.gate.weight", (experts, dim), BF16, projection(dim)),
         TensorSpec("ffn.gate.bias", (experts,), F32, normal(0.0, 0.1)),
         TensorSpec("ffn.gate.bias_vl", (experts,), F32, normal(0.0, 0.1)),
-    ]
+    ] + expert_tensors(config)
+
+
+def expert_tensors(config, storage: str = FP8_BLOCK32) -> list[TensorSpec]:
+    """Routed experts (MXFP4) and the shared expert (`storage`, FP8)."""
+    dim, experts, inter = config.hidden_size, config.n_routed_experts, config.moe_intermediate_size
+    specs = []
     for expert in range(experts):
         base = f"ffn.experts.{expert}."
         specs += [
@@ -160,9 +173,9 @@ def _moe_tensors(config: Config) -> list[TensorSpec]:
         ]
     shared = inter * config.n_shared_experts
     specs += [
-        _dense("ffn.shared_experts.w1.weight", shared, dim),
-        _dense("ffn.shared_experts.w2.weight", dim, shared),
-        _dense("ffn.shared_experts.w3.weight", shared, dim),
+        _dense("ffn.shared_experts.w1.weight", shared, dim, storage),
+        _dense("ffn.shared_experts.w2.weight", dim, shared, storage),
+        _dense("ffn.shared_experts.w3.weight", shared, dim, storage),
     ]
     return specs
 

@@ -10,8 +10,8 @@ A separate statement of the inventory from lib/config/tensor_inventory.cpp, whic
 
 from __future__ import annotations
 
-from .inventory import (BF16, F32, FP8_BLOCK128, I32, MXFP4, NORM_WEIGHT, TensorSpec, expert_ids, normal,
-                        projection, uniform)
+from .inventory import (BF16, F32, FP8_BLOCK128, I32, NORM_WEIGHT, TensorSpec, attention_core_tensors, expert_ids,
+                        expert_tensors, norm_and_mixer_tensors, normal, projection, uniform)
 from .model_config import ConfigV4, LayerRoleV4, layer_plan_v4
 
 
@@ -33,24 +33,8 @@ def checkpoint_inventory_v4(config: ConfigV4) -> list[TensorSpec]:
     ]
     for role in layer_plan_v4(config):
         prefix = f"layers.{role.index}."
-        layer = _norm_and_mixer_tensors(config) + _attention_tensors(config, role) + _moe_tensors(config, role)
+        layer = norm_and_mixer_tensors(config) + _attention_tensors(config, role) + _moe_tensors(config, role)
         specs += [TensorSpec(prefix + spec.name, spec.shape, spec.storage, spec.init) for spec in layer]
-    return specs
-
-
-def _norm_and_mixer_tensors(config: ConfigV4) -> list[TensorSpec]:
-    dim, mult = config.hidden_size, config.hc_mult
-    mixer_width = 2 * mult + mult * mult  # pre + post + comb, per sublayer
-    specs = [
-        TensorSpec("attn_norm.weight", (dim,), BF16, NORM_WEIGHT),
-        TensorSpec("ffn_norm.weight", (dim,), BF16, NORM_WEIGHT),
-    ]
-    for site in ("attn", "ffn"):
-        specs += [
-            TensorSpec(f"hc_{site}_fn", (mixer_width, mult * dim), F32, normal(0.0, 0.02)),
-            TensorSpec(f"hc_{site}_base", (mixer_width,), F32, normal(0.0, 0.1)),
-            TensorSpec(f"hc_{site}_scale", (3,), F32, uniform(0.5, 1.5)),
-        ]
     return specs
 
 
@@ -67,18 +51,8 @@ def _compressor(at: str, dim: int, width: int, ratio: int, overlapping: bool) ->
 
 
 def _attention_tensors(config: ConfigV4, role: LayerRoleV4) -> list[TensorSpec]:
-    dim, heads, head_dim = config.hidden_size, config.num_attention_heads, config.head_dim
-    q_rank, groups, o_rank = config.q_lora_rank, config.o_groups, config.o_lora_rank
-    specs = [
-        _dense("attn.wq_a.weight", q_rank, dim),
-        TensorSpec("attn.q_norm.weight", (q_rank,), BF16, NORM_WEIGHT),
-        _dense("attn.wq_b.weight", heads * head_dim, q_rank),
-        _dense("attn.wkv.weight", head_dim, dim),
-        TensorSpec("attn.kv_norm.weight", (head_dim,), BF16, NORM_WEIGHT),
-        _dense("attn.wo_a.weight", groups * o_rank, heads * head_dim // groups),
-        _dense("attn.wo_b.weight", dim, groups * o_rank),
-        TensorSpec("attn.attn_sink", (heads,), F32, normal(0.0, 1.0)),
-    ]
+    dim, head_dim, q_rank = config.hidden_size, config.head_dim, config.q_lora_rank
+    specs = attention_core_tensors(config, FP8_BLOCK128)
     if role.kind == "swa":
         return specs
     specs += _compressor("attn.compressor", dim, head_dim, role.ratio, role.overlapping)
@@ -93,24 +67,11 @@ def _attention_tensors(config: ConfigV4, role: LayerRoleV4) -> list[TensorSpec]:
 
 
 def _moe_tensors(config: ConfigV4, role: LayerRoleV4) -> list[TensorSpec]:
-    dim, experts, inter = config.hidden_size, config.n_routed_experts, config.moe_intermediate_size
+    dim, experts = config.hidden_size, config.n_routed_experts
     specs = [TensorSpec("ffn.gate.weight", (experts, dim), BF16, projection(dim))]
     if role.is_hash:  # expert choice by token id; the gate still weights the chosen experts
         specs.append(TensorSpec("ffn.gate.tid2eid", (config.vocab_size, config.num_experts_per_tok), I32,
                                 expert_ids(experts)))
     else:
         specs.append(TensorSpec("ffn.gate.bias", (experts,), F32, normal(0.0, 0.1)))
-    for expert in range(experts):
-        base = f"ffn.experts.{expert}."
-        specs += [
-            TensorSpec(base + "w1.weight", (inter, dim), MXFP4, projection(dim)),
-            TensorSpec(base + "w2.weight", (dim, inter), MXFP4, projection(inter)),
-            TensorSpec(base + "w3.weight", (inter, dim), MXFP4, projection(dim)),
-        ]
-    shared = inter * config.n_shared_experts
-    specs += [
-        _dense("ffn.shared_experts.w1.weight", shared, dim),
-        _dense("ffn.shared_experts.w2.weight", dim, shared),
-        _dense("ffn.shared_experts.w3.weight", shared, dim),
-    ]
-    return specs
+    return specs + expert_tensors(config, FP8_BLOCK128)
