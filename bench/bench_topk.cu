@@ -39,6 +39,8 @@ void bench_shape(fc::ScoreType type, int64_t n, int64_t rows, const fb::DeviceBu
   fb::print_result(kProgram, name, ms * 1e3, "us", floor_ms / ms);
 }
 
+__global__ void empty_kernel() {}
+
 }  // namespace
 
 int main() {
@@ -49,6 +51,13 @@ int main() {
     const double copy_gbs = fb::copy_bandwidth_gbs(size_t{2} << 30, stream);
     std::printf("  %-34s %10s %-7s %7s\n", "top-512 (rows x N)", "time", "unit", "of floor");
     fb::print_result(kProgram, "d2d_copy_2GiB", copy_gbs, "GB/s", 1.0);
+    // What one launch costs by this timing method (events around an empty kernel): the floor of the
+    // small shapes, which launch one to five kernels.
+    const double launch_ms = fb::median_ms(stream, [&] {
+      empty_kernel<<<1, 32, 0, stream>>>();
+      FKV_CUDA_CHECK_LAUNCH();
+    });
+    fb::print_result(kProgram, "empty_launch", launch_ms * 1e3, "us", 1.0);
     constexpr int64_t kMaxElements = 64 * 1024 * 1024;
     fb::DeviceBuffer f32(kMaxElements * 4), bf16(kMaxElements * 2), out(64 * kK * 4);
     fb::fill_random(f32.as<float>(), kMaxElements, 21, 1.0f, stream);
