@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <set>
+#include <utility>
 
 #include <flashkv/error.hpp>
 
@@ -15,7 +16,15 @@ using backend::RecordFormat;
 using backend::Rounding;
 
 CpuEngine::CpuEngine(const std::filesystem::path& checkpoint_dir, const EngineOptions& options)
-    : config_(load_model_config(checkpoint_dir)), plan_(make_layer_plan(config_)), options_(options) {
+    : CpuEngine(checkpoint_dir, options, backend::make_cpu_backend(options.threads)) {}
+
+CpuEngine::CpuEngine(const std::filesystem::path& checkpoint_dir, const EngineOptions& options,
+                     std::unique_ptr<backend::Backend> injected)
+    : config_(load_model_config(checkpoint_dir)),
+      plan_(make_layer_plan(config_)),
+      options_(options),
+      backend_(std::move(injected)) {
+  if (!backend_) fail(ErrorCode::kInvalidArgument, "the engine's backend must not be null");
   if (options.rewind_margin < 0) {
     fail(ErrorCode::kInvalidArgument, "EngineOptions.rewind_margin must be >= 0, got {}",
          options.rewind_margin);
@@ -36,7 +45,6 @@ CpuEngine::CpuEngine(const std::filesystem::path& checkpoint_dir, const EngineOp
   const loader::Checkpoint checkpoint = loader::Checkpoint::open(checkpoint_dir);
   weights_ = load_model_weights(checkpoint, config_, plan_);
   engram_ = EngramHasher(config_, load_engram_token_map(checkpoint_dir, config_));
-  backend_ = backend::make_cpu_backend(options.threads);
   const Rounding rounding = options.numerics == Numerics::kFaithful ? Rounding::kFaithful : Rounding::kClean;
   context_.config = &config_;
   context_.plan = &plan_;
@@ -357,6 +365,12 @@ int64_t CpuEngine::state_bytes(const SequenceState& state) const {
 std::unique_ptr<Engine> load_cpu_engine(const std::filesystem::path& checkpoint_dir,
                                         const EngineOptions& options) {
   return std::make_unique<CpuEngine>(checkpoint_dir, options);
+}
+
+std::unique_ptr<Engine> load_engine_with_backend(const std::filesystem::path& checkpoint_dir,
+                                                 const EngineOptions& options,
+                                                 std::unique_ptr<backend::Backend> injected) {
+  return std::make_unique<CpuEngine>(checkpoint_dir, options, std::move(injected));
 }
 
 }  // namespace flashkv::runtime

@@ -24,6 +24,9 @@ namespace flashkv::runtime {
 class CpuEngine final : public Engine {
  public:
   CpuEngine(const std::filesystem::path& checkpoint_dir, const EngineOptions& options);
+  // Runs on `backend` (owned; non-null) instead of a CpuBackend: see load_engine_with_backend().
+  CpuEngine(const std::filesystem::path& checkpoint_dir, const EngineOptions& options,
+            std::unique_ptr<backend::Backend> injected);
 
   const ModelConfig& config() const override { return config_; }
   const LayerPlan& plan() const override { return plan_; }

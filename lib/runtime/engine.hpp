@@ -29,6 +29,10 @@
 
 #include <flashkv/config.hpp>
 
+namespace flashkv::backend {
+class Backend;  // lib/backend/backend.hpp
+}  // namespace flashkv::backend
+
 namespace flashkv::runtime {
 
 enum class Numerics { kClean, kFaithful };
@@ -87,5 +91,13 @@ namespace flashkv::runtime {
 // to fp32 at load (FP8 32x32 blocks, MXFP4 experts, FP8 Engram rows); see docs/architecture.md.
 // Errors: those of the config parser and the loader (kInvalidConfig, kInvalidCheckpoint naming the tensor).
 std::unique_ptr<Engine> load_cpu_engine(const std::filesystem::path& checkpoint_dir, const EngineOptions& options);
+
+// The same engine with its kernel layer injected: every layer calls only the Backend interface, so a backend
+// built outside lib/ (the CUDA one in kernels/) runs the unchanged forward. load_cpu_engine() passes
+// backend::make_cpu_backend(options.threads). The engine owns `backend`; it must be non-null.
+// Errors: those of load_cpu_engine(); kInvalidArgument for a null backend.
+std::unique_ptr<Engine> load_engine_with_backend(const std::filesystem::path& checkpoint_dir,
+                                                 const EngineOptions& options,
+                                                 std::unique_ptr<backend::Backend> backend);
 
 }  // namespace flashkv::runtime
