@@ -1,5 +1,7 @@
 // flashkv.Detokenizer and flashkv.ChatParser: streaming text out of generated tokens, and the V4.1 output
 // parser (reasoning, content, tool calls) over it; Session.chat (python/flashkv/chat.py) combines them.
+// The classes are module-local: pybind11 registers C++ types process-wide, and the test module
+// flashkv_testing binds flashkv::Detokenizer too (both are loaded in one pytest run).
 #include <fmt/format.h>
 #include <pybind11/stl.h>
 
@@ -42,7 +44,7 @@ py::list chat_events(const std::vector<ChatEvent>& events) {
 }  // namespace
 
 void bind_text(py::module_& m) {
-  py::class_<Detokenizer>(m, "Detokenizer",
+  py::class_<Detokenizer>(m, "Detokenizer", py::module_local(),
                           "Streaming text of generated token ids: push(id) returns only whole characters.")
       .def(py::init([](const Model& model, bool skip_special) {
              return Detokenizer(model.tokenizer(), skip_special);
@@ -52,7 +54,7 @@ void bind_text(py::module_& m) {
            "The text completed by `id` (often empty).")
       .def("flush", &Detokenizer::flush, "The held bytes (as U+FFFD) at the end of a stream.");
 
-  py::class_<ChatEvent>(m, "ChatEvent",
+  py::class_<ChatEvent>(m, "ChatEvent", py::module_local(),
                         "A piece of parsed output: kind 'reasoning', 'content' or 'tool_call'.")
       .def_property_readonly("kind", [](const ChatEvent& e) { return chat_event_kind(e.kind); })
       .def_readonly("text", &ChatEvent::text, "The text piece ('' for a tool call).")
@@ -72,7 +74,8 @@ void bind_text(py::module_& m) {
       });
 
   py::class_<ChatStreamParser>(
-      m, "ChatParser", "Parses generated V4.1 text, fed in chunks, into reasoning, content and tool calls.")
+      m, "ChatParser", py::module_local(),
+      "Parses generated V4.1 text, fed in chunks, into reasoning, content and tool calls.")
       .def(py::init([](bool thinking, bool parse_tool_calls, bool starts_in_tool_calls) {
              return ChatStreamParser(ChatParseOptions{thinking, parse_tool_calls, starts_in_tool_calls});
            }),
