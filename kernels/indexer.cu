@@ -288,6 +288,7 @@ struct FastArgs {
   int heads;
   PreparedQueries queries;
   float* scores;
+  int rows_per_cta;  // min(n, kFastRows): the shared query slots (fewer rows, more CTAs per SM)
 };
 
 // Loads tile `tile` of key records into a stage (zero-filled past the last record).
@@ -445,12 +446,13 @@ __global__ void __launch_bounds__(kFastThreads) fast_scores_kernel(FastArgs a) {
   extern __shared__ __align__(16) uint8_t smem[];
   uint8_t* stages = smem;  // kFastStages * kFastTileBytes
   int8_t* q_values = reinterpret_cast<int8_t*>(smem + kFastStages * kFastTileBytes);  // [rows, heads, 128]
-  int8_t* q_negated = q_values + kFastRows * a.heads * kFastDim;
-  float* q_scales = reinterpret_cast<float*>(q_negated + kFastRows * a.heads * kFastDim);  // [rows, heads, 4]
-  float* weights = q_scales + kFastRows * a.heads * kFastBlocks;                           // [rows, heads]
+  int8_t* q_negated = q_values + a.rows_per_cta * a.heads * kFastDim;
+  float* q_scales =
+      reinterpret_cast<float*>(q_negated + a.rows_per_cta * a.heads * kFastDim);  // [rows, heads, 4]
+  float* weights = q_scales + a.rows_per_cta * a.heads * kFastBlocks;             // [rows, heads]
   __shared__ int row_fast[kFastRows], row_span[kFastRows];
-  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * kFastRows;
-  const int rows = static_cast<int>(min(static_cast<int64_t>(kFastRows), a.n - row0));
+  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * a.rows_per_cta;
+  const int rows = static_cast<int>(min(static_cast<int64_t>(a.rows_per_cta), a.n - row0));
   const int per_row = a.heads * kFastDim;
   for (int i = threadIdx.x; i < rows * per_row / 16; i += kFastThreads) {
     reinterpret_cast<uint4*>(q_values)[i] =
@@ -500,9 +502,9 @@ __global__ void __launch_bounds__(kFastThreads) fast_scores_kernel(FastArgs a) {
   cp_async_wait<0>();
 }
 
-size_t fast_scores_smem(int heads) {
+size_t fast_scores_smem(int heads, int rows_per_cta) {
   return static_cast<size_t>(kFastStages) * kFastTileBytes +
-         static_cast<size_t>(kFastRows) * heads * (2 * kFastDim + 4 * (kFastBlocks + 1));
+         static_cast<size_t>(rows_per_cta) * heads * (2 * kFastDim + 4 * (kFastBlocks + 1));
 }
 
 bool fast_path_applies(const IndexScoringArgs& args) {
@@ -540,21 +542,24 @@ void launch_fast_scores(const IndexScoringArgs& args, void* workspace, cudaStrea
   prepare_queries_kernel<<<static_cast<unsigned>(args.n), kPrepareThreads, 0, stream>>>(args.queries,
                                                                                         args.heads, prepared);
   FKV_CUDA_CHECK_LAUNCH();
-  const size_t smem = fast_scores_smem(args.heads);
-  static const int blocks_per_sm = [smem] {
+  const int rows_per_cta = static_cast<int>(std::min<int64_t>(args.n, kFastRows));
+  const size_t smem = fast_scores_smem(args.heads, rows_per_cta);
+  static const bool configured = [] {
     FKV_CUDA_CHECK(cudaFuncSetAttribute(fast_scores_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(fast_scores_smem(kMaxFastHeads))));
-    int blocks = 0;
-    FKV_CUDA_CHECK(
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, fast_scores_kernel, kFastThreads, smem));
-    return std::max(blocks, 1);
+                                        static_cast<int>(fast_scores_smem(kMaxFastHeads, kFastRows))));
+    return true;
   }();
-  const int64_t row_groups = (args.n + kFastRows - 1) / kFastRows;
+  (void)configured;
+  int blocks_per_sm = 0;
+  FKV_CUDA_CHECK(
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, fast_scores_kernel, kFastThreads, smem));
+  blocks_per_sm = std::max(blocks_per_sm, 1);
+  const int64_t row_groups = (args.n + rows_per_cta - 1) / rows_per_cta;
   const int64_t tiles = (args.key_count + kFastTileEntries - 1) / kFastTileEntries;
   const int64_t per_group = std::max<int64_t>(1, blocks_per_sm * sm_count() / row_groups);
   const dim3 grid(static_cast<unsigned>(std::min(tiles, per_group)), static_cast<unsigned>(row_groups));
-  FastArgs fast{args.keys, args.key_count, args.head_weights, args.n_visible,
-                args.n,    args.heads,     prepared,          args.scores};
+  FastArgs fast{args.keys,  args.key_count, args.head_weights, args.n_visible, args.n,
+                args.heads, prepared,       args.scores,       rows_per_cta};
   fast_scores_kernel<<<grid, kFastThreads, smem, stream>>>(fast);
   FKV_CUDA_CHECK_LAUNCH();
   launch_exact_scores(args, prepared.fast, stream);  // rows whose queries are not MXFP4-exact
