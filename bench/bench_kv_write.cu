@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <exception>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda_check.cuh"
@@ -99,7 +100,8 @@ void report(const std::string& name, int64_t rows, double bytes, double ms, doub
       kProgram, name.c_str(), static_cast<long long>(rows), ms, gbs, gbs / copy_gbs);
 }
 
-void bench_window(int64_t n, const Common& common, double copy_gbs, cudaStream_t stream) {
+void bench_window(int64_t n, const Common& common, double copy_gbs, cudaStream_t stream,
+                  const std::string& name = "window_row_fp8") {
   const size_t record = fc::window_record_bytes(fc::KvNumerics::kFaithful, kDim);
   const auto rows = static_cast<size_t>(n);
   Buffers b(rows * kDim * 2, rows * record);
@@ -118,7 +120,7 @@ void bench_window(int64_t n, const Common& common, double copy_gbs, cudaStream_t
     a.records = b.output(rep++);
     fc::write_window_rows(a, stream);
   });
-  report("window_row_fp8", n, static_cast<double>(n) * static_cast<double>(kDim * 2 + record), ms, copy_gbs);
+  report(name, n, static_cast<double>(n) * static_cast<double>(kDim * 2 + record), ms, copy_gbs);
 }
 
 void bench_entries(int ratio, int64_t n, const Common& common, double copy_gbs, cudaStream_t stream) {
@@ -197,6 +199,17 @@ int main() try {
   const Common common(stream);
   const int64_t sizes[] = {1, 16, 256, 4096, 16384, 65536, 262144};
   for (const int64_t n : sizes) bench_window(n, common, copy_gbs, stream);
+  // Where the window kernel's time goes: the same launch with stages left out (records not valid).
+  const std::pair<unsigned, const char*> ablations[] = {{1, "window[-rope]"},
+                                                        {2, "window[-exact_sum_test]"},
+                                                        {4, "window[-norm_fallback]"},
+                                                        {7, "window[-rope-exact-fallback]"},
+                                                        {8, "window[load+fp8+store only]"}};
+  for (const auto& [stages, name] : ablations) {
+    fc::set_window_ablation_for_bench(stages);
+    bench_window(262144, common, copy_gbs, stream, name);
+  }
+  fc::set_window_ablation_for_bench(0);
   for (const int64_t n : sizes) bench_entries(2, std::max<int64_t>(2, n), common, copy_gbs, stream);
   for (const int64_t n : sizes) bench_entries(1, n, common, copy_gbs, stream);
   for (const int64_t n : sizes) bench_keys(n, common, copy_gbs, stream);

@@ -48,6 +48,9 @@ constexpr int kThreads = 256;
 constexpr unsigned kFullMask = 0xffffffffu;
 // A fast RMSNorm value this many fp32 ulps or fewer from a BF16 rounding midpoint takes the double path.
 constexpr uint32_t kMidpointMargin = 16;
+// Stage ablations of the window kernel (set_window_ablation_for_bench): kv_write.cuh.
+constexpr unsigned kAblateRope = 1, kAblateExactSum = 2, kAblateNormFallback = 4, kAblateNormAndRope = 8;
+unsigned g_window_ablation = 0;
 
 // ---- row loads and stores -------------------------------------------------------------------------------
 
@@ -136,8 +139,8 @@ __device__ void store_bf16_chunk(uint16_t* dst, const float (&y)[kChannels]) {
   reinterpret_cast<uint4*>(dst)[1] = make_uint4(w[4], w[5], w[6], w[7]);
 }
 
-// `kWords` little-endian words at `dst`, with the widest accesses its alignment allows (records of 68 B are
-// only 4-byte aligned).
+// `kWords` little-endian words at `dst`, with the widest accesses its alignment allows (68-B keys are 4-byte
+// aligned, 66-B and 17-B records of small test shapes only 2- or 1-byte aligned).
 template <int kWords>
 __device__ void store_words(uint8_t* dst, const uint32_t (&w)[kWords]) {
   const auto address = reinterpret_cast<uintptr_t>(dst);
@@ -153,8 +156,21 @@ __device__ void store_words(uint8_t* dst, const uint32_t (&w)[kWords]) {
       reinterpret_cast<uint2*>(dst)[i] = make_uint2(w[2 * i], w[2 * i + 1]);
     return;
   }
+  if ((address & 3u) == 0) {
 #pragma unroll
-  for (int i = 0; i < kWords; ++i) reinterpret_cast<uint32_t*>(dst)[i] = w[i];
+    for (int i = 0; i < kWords; ++i) reinterpret_cast<uint32_t*>(dst)[i] = w[i];
+    return;
+  }
+  // Records of small rows (66-B FP8 rows at dim 64, 17-B MXFP4 keys at dim 32) may be only 2- or 1-byte
+  // aligned.
+  if ((address & 1u) == 0) {
+#pragma unroll
+    for (int i = 0; i < 2 * kWords; ++i)
+      reinterpret_cast<uint16_t*>(dst)[i] = static_cast<uint16_t>(w[i / 2] >> (16 * (i % 2)));
+    return;
+  }
+#pragma unroll
+  for (int i = 0; i < 4 * kWords; ++i) dst[i] = static_cast<uint8_t>(w[i / 4] >> (8 * (i % 4)));
 }
 
 // ---- row reductions (within the row's kLanes lanes) -------------------------------------------------------
@@ -206,7 +222,8 @@ __device__ double ordered_sum_of_squares(const float (&x)[kChannels], int first_
 // smallest non-zero channel (see the header comment). A NaN or Inf makes the sum fail that test. Called by
 // all 32 lanes; the rows of a warp take the ordered path together.
 template <int kLanes>
-__device__ double sum_of_squares(const float (&x)[kChannels], int first_lane, int significand_bits) {
+__device__ double sum_of_squares(const float (&x)[kChannels], int first_lane, int significand_bits,
+                                 unsigned ablate) {
   double local = 0.0;
   int smallest = 255;  // biased exponent field of the smallest non-zero |x|
 #pragma unroll
@@ -216,6 +233,7 @@ __device__ double sum_of_squares(const float (&x)[kChannels], int first_lane, in
     smallest = min(smallest, x[i] != 0.0f ? field : 255);
   }
   const double any_order = row_sum<kLanes>(local);
+  if (ablate & kAblateExactSum) return any_order;
   smallest = row_min<kLanes>(smallest);
   const int lowest = smallest == 0 ? -149 : smallest - 127 - (significand_bits - 1);
   if (__all_sync(kFullMask, any_order < ldexp(1.0, 52 + 2 * lowest))) return any_order;
@@ -240,7 +258,8 @@ __device__ float cpu_norm_value(float x, float w, double mean_square, bool faith
 
 // Faithful: bf16(fp32(w·(x/root))) through the fp32 estimate w·x·RN(1/sqrt(RN(mean_square))) (relative error
 // below 4·2^-24, i.e. 4 fp32 ulps) when it is more than kMidpointMargin ulps from a BF16 rounding midpoint.
-__device__ float faithful_norm_value(float x, float w, double mean_square, float inverse_root) {
+__device__ float faithful_norm_value(float x, float w, double mean_square, float inverse_root,
+                                     unsigned ablate) {
   const float estimate = __fmul_rn(__fmul_rn(w, x), inverse_root);
   const uint32_t bits = __float_as_uint(estimate);
   const uint32_t magnitude = bits & 0x7fffffffu;
@@ -249,14 +268,15 @@ __device__ float faithful_norm_value(float x, float w, double mean_square, float
   const bool in_range = magnitude - 0x21800000u < 0x7e800000u - 0x21800000u;
   // more than kMidpointMargin ulps from the BF16 midpoint (low half 0x8000)
   const bool clear = (bits & 0xffffu) - (0x8000u - kMidpointMargin) > 2 * kMidpointMargin;
-  if (in_range && clear) return __uint_as_float((bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u);
+  if ((in_range && clear) || (ablate & kAblateNormFallback))
+    return __uint_as_float((bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u);
   return cpu_norm_value(x, w, mean_square, true);
 }
 
 template <int kLanes, bool kFaithful>
 __device__ void rms_norm_chunk(float (&x)[kChannels], const float* weight, double eps, int dim,
-                               int lane_in_row, int first_lane, int significand_bits) {
-  const double sum = sum_of_squares<kLanes>(x, first_lane, significand_bits);
+                               int lane_in_row, int first_lane, int significand_bits, unsigned ablate = 0) {
+  const double sum = sum_of_squares<kLanes>(x, first_lane, significand_bits, ablate);
   // Σx²/d: dim is a power of two, so the product with 1/d is the CPU's correctly rounded quotient.
   const double mean_square = __dadd_rn(__dmul_rn(sum, 1.0 / dim), eps);
   const float mean_square_f = __double2float_rn(mean_square);
@@ -271,7 +291,7 @@ __device__ void rms_norm_chunk(float (&x)[kChannels], const float* weight, doubl
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       float& v = x[4 * q + i];
-      v = kFaithful ? faithful_norm_value(v, ws[i], mean_square, inverse_root)
+      v = kFaithful ? faithful_norm_value(v, ws[i], mean_square, inverse_root, ablate)
                     : cpu_norm_value(v, ws[i], mean_square, false);
     }
   }
@@ -543,7 +563,7 @@ __device__ void for_each_input_row(int64_t n, const DeviceRows& input, const Bod
 }
 
 template <int kDim, bool kFaithful>
-__global__ void __launch_bounds__(kThreads) window_write_kernel(WindowWriteArgs a) {
+__global__ void __launch_bounds__(kThreads) window_write_kernel(WindowWriteArgs a, unsigned ablate) {
   constexpr int kLanes = RowLanes<kDim>::kLanes;
   __shared__ RopeTables<kDim> tables;
   const size_t record_bytes = kFaithful ? nm::fp8_row_bytes(kDim) : kDim * sizeof(float);
@@ -551,9 +571,13 @@ __global__ void __launch_bounds__(kThreads) window_write_kernel(WindowWriteArgs 
   for_each_input_row<kDim>(
       a.n, a.kv, [&](float(&x)[kChannels], int64_t row, bool active, const RowLanes<kDim>& lanes) {
         const int64_t position = a.start + row;
-        rms_norm_chunk<kLanes, kFaithful>(x, a.norm_weight, a.eps, kDim, lanes.lane_in_row, lanes.first_lane,
-                                          significand_bits);
-        rope_chunk<kLanes, kFaithful>(x, position, a.rope, kDim, lanes.lane_in_row, lanes.table(tables));
+        if (!(ablate & kAblateNormAndRope)) {
+          rms_norm_chunk<kLanes, kFaithful>(x, a.norm_weight, a.eps, kDim, lanes.lane_in_row,
+                                            lanes.first_lane, significand_bits, ablate);
+          if (!(ablate & kAblateRope)) {
+            rope_chunk<kLanes, kFaithful>(x, position, a.rope, kDim, lanes.lane_in_row, lanes.table(tables));
+          }
+        }
         if (a.records != nullptr) {
           store_record<RecordKind::kWindow, kFaithful>(a.records + static_cast<size_t>(row) * record_bytes,
                                                        kDim, lanes.lane_in_row, x, active);
@@ -719,9 +743,13 @@ void write_window_rows(const WindowWriteArgs& args, cudaStream_t stream) {
   validate_window_write(args);
   if (args.n == 0) return;
   dispatch<WindowKernels>(args.dim, args.numerics, [&](auto kernel, int rows_per_warp) {
-    kernel<<<grid_for(kernel, args.n, rows_per_warp), kThreads, 0, stream>>>(args);
+    kernel<<<grid_for(kernel, args.n, rows_per_warp), kThreads, 0, stream>>>(args, g_window_ablation);
     FKV_CUDA_CHECK_LAUNCH();
   });
+}
+
+void set_window_ablation_for_bench(unsigned stages) {
+  g_window_ablation = stages;
 }
 
 void write_compressed_entries(const CompressorWriteArgs& args, cudaStream_t stream) {

@@ -104,6 +104,12 @@ struct WindowWriteArgs {
 };
 void write_window_rows(const WindowWriteArgs& args, cudaStream_t stream);
 
+// Diagnostics for bench_kv_write only: later write_window_rows calls leave stages out (their records are then
+// wrong), to place the kernel's time: 1 RoPE, 2 the exactness test of the sum of squares, 4 the RMSNorm's
+// double fallback, 8 RMSNorm and RoPE (load, quantize, store only). 0 restores the full kernel. Not
+// thread-safe.
+void set_window_ablation_for_bench(unsigned stages);
+
 // §5.3: the compressor of a KV source over the tokens start … start+n−1 of one sequence. Entry j covers the
 // tokens [j·ratio, (j+1)·ratio); the launch publishes entries first_entry … compressor_last_entry(start, n,
 // ratio) − 1 (first_entry >= floor(start / ratio): the caller's count of published entries, CED publishes
