@@ -149,6 +149,7 @@ int main() {
     } variants[] = {{fc::SparseAttentionVariant::kMmaSync, "mma"},
                     {fc::SparseAttentionVariant::kWgmma, "wgmma"},
                     {fc::SparseAttentionVariant::kWgmmaPipelined, "wgmma_pipelined"},
+                    {fc::SparseAttentionVariant::kWgmmaCompact, "wgmma_compact"},
                     {fc::SparseAttentionVariant::kSplitKeys, "split_keys"}};
     for (const auto& v : variants) {
       for (int batch : {1, 2, 4, 8, 16, 32, 64, 128, 132, 256}) {

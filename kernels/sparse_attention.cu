@@ -384,60 +384,106 @@ __device__ inline void e4m3x4_to_bf16(uint32_t codes, uint32_t scale_pair, uint3
 // tile buffer. Keys past the row's end decode to zeros (codes and scale 0), so P·V never meets stale data.
 // kFastDecode: both formats decoded in BF16 pairs (e4m3x4_to_bf16, e2m1x8_to_bf16: ~2.5 instructions per
 // channel); otherwise through the fp32 decoders of kv_element_codecs.cuh (~6-10), kept as the reference path.
-template <int kKeys, bool kFastDecode = true>
-__device__ inline void store_tile(uint8_t* buffer, const KeySource& src, int tile,
-                                  const TileRecords<kKeys>& r) {
+// Decodes one 16-channel chunk (codes and block scale of `key`'s record) into the tile buffer as BF16.
+template <int kKeys, bool kFastDecode>
+__device__ inline void decode_store_chunk(uint8_t* buffer, int key, int chunk, uint4 codes, float scale,
+                                          bool fp8) {
+  const uint32_t words[4] = {codes.x, codes.y, codes.z, codes.w};
+  uint4 lo, hi;
+  if (kFastDecode) {
+    const uint32_t scale_pair = bf16x2_bits(scale, scale);  // exact: 2^k or an E4M3 value
+    if (fp8) {
+      uint32_t a[2], b[2], c[2], d[2];
+      e4m3x4_to_bf16(words[0], scale_pair, a);
+      e4m3x4_to_bf16(words[1], scale_pair, b);
+      e4m3x4_to_bf16(words[2], scale_pair, c);
+      e4m3x4_to_bf16(words[3], scale_pair, d);
+      lo = make_uint4(a[0], a[1], b[0], b[1]);
+      hi = make_uint4(c[0], c[1], d[0], d[1]);
+    } else {
+      uint32_t a[4], b[4];
+      e2m1x8_to_bf16(words[0], scale_pair, a);
+      e2m1x8_to_bf16(words[1], scale_pair, b);
+      lo = make_uint4(a[0], a[1], a[2], a[3]);
+      hi = make_uint4(b[0], b[1], b[2], b[3]);
+    }
+  } else {
+    float v[kChunk];
+    if (fp8) {
 #pragma unroll
-  for (int i = 0; i < TileRecords<kKeys>::kChunks; ++i) {
-    const int q = static_cast<int>(threadIdx.x) + i * kThreads;
-    const int key = q / kChunksPerKey;
-    const int chunk = q % kChunksPerKey;
-    const bool fp8 = tile * kKeys + key < src.window_keys;
-    const uint32_t words[4] = {r.codes[i].x, r.codes[i].y, r.codes[i].z, r.codes[i].w};
-    uint4 lo, hi;
-    if (kFastDecode) {
-      const uint32_t scale_pair = bf16x2_bits(r.scale[i], r.scale[i]);  // exact: 2^k or an E4M3 value
-      if (fp8) {
-        uint32_t a[2], b[2], c[2], d[2];
-        e4m3x4_to_bf16(words[0], scale_pair, a);
-        e4m3x4_to_bf16(words[1], scale_pair, b);
-        e4m3x4_to_bf16(words[2], scale_pair, c);
-        e4m3x4_to_bf16(words[3], scale_pair, d);
-        lo = make_uint4(a[0], a[1], b[0], b[1]);
-        hi = make_uint4(c[0], c[1], d[0], d[1]);
-      } else {
-        uint32_t a[4], b[4];
-        e2m1x8_to_bf16(words[0], scale_pair, a);
-        e2m1x8_to_bf16(words[1], scale_pair, b);
-        lo = make_uint4(a[0], a[1], a[2], a[3]);
-        hi = make_uint4(b[0], b[1], b[2], b[3]);
+      for (int w = 0; w < 4; ++w) {
+        float y[4];
+        kv_fast::e4m3x4_decode(words[w], scale, y);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) v[4 * w + j] = y[j];
       }
     } else {
-      float v[kChunk];
-      if (fp8) {
 #pragma unroll
-        for (int w = 0; w < 4; ++w) {
-          float y[4];
-          kv_fast::e4m3x4_decode(words[w], r.scale[i], y);
+      for (int w = 0; w < 4; ++w) {
+        float y[4];
+        kv_fast::e2m1x4_decode(words[w / 2] >> (16 * (w % 2)), scale, y);
 #pragma unroll
-          for (int j = 0; j < 4; ++j) v[4 * w + j] = y[j];
-        }
-      } else {
-#pragma unroll
-        for (int w = 0; w < 4; ++w) {
-          float y[4];
-          kv_fast::e2m1x4_decode(words[w / 2] >> (16 * (w % 2)), r.scale[i], y);
-#pragma unroll
-          for (int j = 0; j < 4; ++j) v[4 * w + j] = y[j];
-        }
+        for (int j = 0; j < 4; ++j) v[4 * w + j] = y[j];
       }
-      lo = make_uint4(bf16x2_bits(v[0], v[1]), bf16x2_bits(v[2], v[3]), bf16x2_bits(v[4], v[5]),
-                      bf16x2_bits(v[6], v[7]));
-      hi = make_uint4(bf16x2_bits(v[8], v[9]), bf16x2_bits(v[10], v[11]), bf16x2_bits(v[12], v[13]),
-                      bf16x2_bits(v[14], v[15]));
     }
-    *reinterpret_cast<uint4*>(buffer + tile_offset<kKeys>(key, 2 * chunk)) = lo;
-    *reinterpret_cast<uint4*>(buffer + tile_offset<kKeys>(key, 2 * chunk + 1)) = hi;
+    lo = make_uint4(bf16x2_bits(v[0], v[1]), bf16x2_bits(v[2], v[3]), bf16x2_bits(v[4], v[5]),
+                    bf16x2_bits(v[6], v[7]));
+    hi = make_uint4(bf16x2_bits(v[8], v[9]), bf16x2_bits(v[10], v[11]), bf16x2_bits(v[12], v[13]),
+                    bf16x2_bits(v[14], v[15]));
+  }
+  *reinterpret_cast<uint4*>(buffer + tile_offset<kKeys>(key, 2 * chunk)) = lo;
+  *reinterpret_cast<uint4*>(buffer + tile_offset<kKeys>(key, 2 * chunk + 1)) = hi;
+}
+
+// kFormat: 0 keys of both kinds, 1 window rows (FP8) only, 2 entries (or padding) only. kCompact: a rolled
+// loop over the thread's chunks (the records rotate through registers so every index stays constant): an
+// eighth of the code, a few more instructions.
+template <int kKeys, bool kFastDecode, int kFormat, bool kCompact>
+__device__ inline void store_chunks(uint8_t* buffer, const KeySource& src, int tile,
+                                    const TileRecords<kKeys>& r) {
+  constexpr int kChunks = TileRecords<kKeys>::kChunks;
+  const auto chunk_of = [&](int i, int& key, int& chunk) {
+    const int q = static_cast<int>(threadIdx.x) + i * kThreads;
+    key = q / kChunksPerKey;
+    chunk = q % kChunksPerKey;
+  };
+  const auto is_fp8 = [&](int key) {
+    return kFormat == 1 || (kFormat == 0 && tile * kKeys + key < src.window_keys);
+  };
+  if constexpr (kCompact) {
+    TileRecords<kKeys> w = r;
+#pragma unroll 1
+    for (int i = 0; i < kChunks; ++i) {
+      int key, chunk;
+      chunk_of(i, key, chunk);
+      decode_store_chunk<kKeys, kFastDecode>(buffer, key, chunk, w.codes[0], w.scale[0], is_fp8(key));
+#pragma unroll
+      for (int j = 0; j + 1 < kChunks; ++j) {
+        w.codes[j] = w.codes[j + 1];
+        w.scale[j] = w.scale[j + 1];
+      }
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < kChunks; ++i) {
+      int key, chunk;
+      chunk_of(i, key, chunk);
+      decode_store_chunk<kKeys, kFastDecode>(buffer, key, chunk, r.codes[i], r.scale[i], is_fp8(key));
+    }
+  }
+}
+
+// The tile's format is uniform except at the window/entry boundary: one decoder per tile keeps the loop's
+// executed code small.
+template <int kKeys, bool kFastDecode = true, bool kCompact = false>
+__device__ inline void store_tile(uint8_t* buffer, const KeySource& src, int tile,
+                                  const TileRecords<kKeys>& r) {
+  if (tile * kKeys >= src.window_keys) {
+    store_chunks<kKeys, kFastDecode, 2, kCompact>(buffer, src, tile, r);
+  } else if ((tile + 1) * kKeys <= src.window_keys) {
+    store_chunks<kKeys, kFastDecode, 1, kCompact>(buffer, src, tile, r);
+  } else {
+    store_chunks<kKeys, kFastDecode, 0, kCompact>(buffer, src, tile, r);
   }
   fence_proxy_async();  // the wgmma variant reads the tile through the async proxy
 }
@@ -463,7 +509,7 @@ __device__ inline void load_q_fragments(const uint16_t* q_row, int head0, int di
 // ---- phase 1: raw logits S = Q·Kᵀ
 // --------------------------------------------------------------------------
 
-template <bool kWgmma>
+template <bool kWgmma, bool kCompact = false>
 __device__ void compute_logits(const Layout& s, const KeySource& src, const uint16_t* q_row, int tiles) {
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
@@ -479,7 +525,7 @@ __device__ void compute_logits(const Layout& s, const KeySource& src, const uint
   TileRecords<kTileKeys> records;
   if (tiles > 0) load_tile(s, src, 0, records);
   for (int tile = 0; tile < tiles; ++tile) {
-    store_tile<kTileKeys, kWgmma>(s.tile, src, tile, records);
+    store_tile<kTileKeys, kWgmma, kCompact>(s.tile, src, tile, records);
     __syncthreads();  // tile complete; the previous tile's partial sums are in
     if (tile + 1 < tiles) load_tile(s, src, tile + 1, records);
 
@@ -739,7 +785,7 @@ __device__ void compute_output_mma(const Layout& s, const KeySource& src, int ti
 // thread); warp w of the group supplies the P fragments of heads 16w.. from shared memory.
 // kSwapOffsets (diagnostic only): the MN-major descriptor with its two byte offsets exchanged, to test the
 // other reading of the canonical layout on the first GPU run.
-template <bool kSwapOffsets = false>
+template <bool kSwapOffsets = false, bool kCompact = false>
 __device__ void compute_output_wgmma(const Layout& s, const KeySource& src, int tiles, uint16_t* out_row) {
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
@@ -755,7 +801,7 @@ __device__ void compute_output_wgmma(const Layout& s, const KeySource& src, int 
   TileRecords<kTileKeys> records;
   if (tiles > 0) load_tile(s, src, 0, records);
   for (int tile = 0; tile < tiles; ++tile) {
-    store_tile(s.tile, src, tile, records);
+    store_tile<kTileKeys, true, kCompact>(s.tile, src, tile, records);
     __syncthreads();
     if (tile + 1 < tiles) load_tile(s, src, tile + 1, records);
     uint32_t a[4][4];
@@ -851,8 +897,8 @@ __device__ inline void profile_point(unsigned long long* profile, int point) {
 }
 
 // Phase implementations: 0 mma.sync, 1 wgmma, 2 pipelined wgmma, 3 (output only) wgmma with swapped
-// descriptor offsets (logits and output chosen separately, so that a diagnostic variant can pin a fault on
-// one phase).
+// descriptor offsets, 5 wgmma with the compact (rolled) tile decoder (logits and output chosen separately, so
+// that a diagnostic variant can pin a fault on one phase).
 template <int kRequestedLogits, int kRequestedOutput>
 __global__ void __launch_bounds__(kThreads, 1)
     sparse_attention_kernel(SparseAttentionArgs args, int key_stride, float scale) {
@@ -888,6 +934,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int small_tiles = (src.total + kPipelinedKeys - 1) / kPipelinedKeys;
   if constexpr (kLogits == 2) {
     compute_logits_pipelined(s, src, q_row, small_tiles);
+  } else if constexpr (kLogits == 5) {
+    compute_logits<true, true>(s, src, q_row, tiles);
   } else {
     compute_logits<kLogits == 1>(s, src, q_row, tiles);
   }
@@ -905,6 +953,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     compute_output_wgmma(s, src, tiles, out_row);
   } else if constexpr (kOutput == 3) {
     compute_output_wgmma<true>(s, src, tiles, out_row);
+  } else if constexpr (kOutput == 5) {
+    compute_output_wgmma<false, true>(s, src, tiles, out_row);
   } else {
     compute_output_pipelined(s, src, small_tiles, out_row, even, odd);
   }
@@ -1211,13 +1261,15 @@ void sparse_attention(const SparseAttentionArgs& args, cudaStream_t stream, Spar
   const int key_stride = std::max(kTileKeys, (keys + kTileKeys - 1) / kTileKeys * kTileKeys);
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(kDim)));
   switch (variant) {
-    case SparseAttentionVariant::kAuto:
     case SparseAttentionVariant::kMmaSync:
       return launch<0, 0>(args, key_stride, scale, stream);
+    case SparseAttentionVariant::kAuto:  // fastest at batch 1 and 128 on the H200 (round 3, 2026-11-29)
     case SparseAttentionVariant::kWgmma:
       return launch<1, 1>(args, key_stride, scale, stream);
     case SparseAttentionVariant::kWgmmaPipelined:
       return launch<2, 2>(args, key_stride, scale, stream);
+    case SparseAttentionVariant::kWgmmaCompact:
+      return launch<5, 5>(args, key_stride, scale, stream);
     case SparseAttentionVariant::kSplitKeys:
       // its kernels are wgmma-only: elsewhere (the compute_90 PTX on a later device) the mma.sync kernel
       if (runs_sm90a_code()) return launch_split(args, key_stride, scale, stream);

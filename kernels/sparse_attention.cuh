@@ -69,8 +69,9 @@ enum class SparseAttentionVariant {
   kMmaSync,  // warp-level mma.sync m16n8k16 (ldmatrix operands), fp32 reference decoders
   kWgmma,    // warpgroup wgmma (sm_90a): Q and P from registers, K/V tiles through shared-memory descriptors
   kWgmmaPipelined,  // wgmma on 32-key tiles in two buffers: dequantization of the next tile overlaps the MMA
-  kSplitKeys,       // small batches: one CTA per (row, 64 keys), statistics combined exactly, three launches
-                    // (device scratch from cudaMallocAsync on the stream)
+  kWgmmaCompact,  // kWgmma with the tile decoder as a rolled loop (an eighth of its code: instruction cache)
+  kSplitKeys,     // small batches: one CTA per (row, 64 keys), statistics combined exactly, three launches
+                  // (device scratch from cudaMallocAsync on the stream)
   // Diagnostics: one phase (Q·Kᵀ logits or P·V output) by wgmma / pipelined wgmma, the other by mma.sync.
   kDiagnosticWgmmaLogits,
   kDiagnosticWgmmaOutput,

@@ -328,6 +328,7 @@ void check_shape(Shape shape) {
   const V variants[] = {V::kMmaSync,
                         V::kWgmma,
                         V::kWgmmaPipelined,
+                        V::kWgmmaCompact,
                         V::kSplitKeys,
                         V::kDiagnosticWgmmaLogits,
                         V::kDiagnosticWgmmaOutput,
@@ -336,12 +337,12 @@ void check_shape(Shape shape) {
                         V::kDiagnosticWgmmaOutputSwapped};
   // the launchers directly, then CudaBackend (host views: window visibility, FP8 re-encoding, BF16 q)
   const char* const variant_names[] = {
-      "mma.sync",       "wgmma",        "wgmma-pipelined",  "split-keys",
-      "wgmma-logits",   "wgmma-output", "pipelined-logits", "pipelined-output",
-      "wgmma-out-swap", "CudaBackend"};
-  constexpr int kVariants = 10;
+      "mma.sync",         "wgmma",          "wgmma-pipelined", "wgmma-compact",
+      "split-keys",       "wgmma-logits",   "wgmma-output",    "pipelined-logits",
+      "pipelined-output", "wgmma-out-swap", "CudaBackend"};
+  constexpr int kVariants = 11;
   // the swapped-offset diagnostic is expected to fail if the main layout is right: reported, not required
-  constexpr int kSwapped = 8;
+  constexpr int kSwapped = 9;
   std::vector<std::vector<uint16_t>> out_bits;
   for (const V variant : variants) {
     DeviceArray<uint16_t> d_out(static_cast<size_t>(rows) * kRowWidth);
