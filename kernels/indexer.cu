@@ -359,7 +359,11 @@ __device__ void score_m_tile(const FastArgs& a, const uint8_t* records, int64_t 
       a_neg[b][2 + half] = byte_perm(lut_lo, lut_hi, flipped >> 16);
     }
   }
-  const bool exact_f32[2] = {span_k[0] + span_q <= kExactSpan, span_k[1] + span_q <= kExactSpan};
+  // The per-block fp32 combine is exact while 15 bits (four products of < 2^13) plus the spread of the
+  // block exponents fit 24. A narrow row's values carry up to kNarrowSpan of that spread themselves
+  // (pre-shifted, span_q == 0), so it counts as that much.
+  const int margin_q = span_q == 0 ? kNarrowSpan : span_q;
+  const bool exact_f32[2] = {span_k[0] + margin_q <= kExactSpan, span_k[1] + margin_q <= kExactSpan};
   const float key_min_scale[2] = {__uint_as_float(static_cast<uint32_t>(key_min[0]) << 23),
                                   __uint_as_float(static_cast<uint32_t>(key_min[1]) << 23)};
   double head_sum[2] = {0.0, 0.0};

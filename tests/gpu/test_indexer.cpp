@@ -158,6 +158,7 @@ TEST_CASE("gpu index scores are bit-identical to the CPU backend's", "[gpu][inde
   // (rows without pre-shifted values). Plain random data takes the narrow one-accumulator path.
   check_scores(3, 32, 128, 700, ScoreCase{true, true, 0}, ++s);
   check_scores(2, 32, 128, 300, ScoreCase{true, false, 2}, ++s);
+  check_scores(2, 32, 128, 300, ScoreCase{true, false, 3}, ++s);  // span 9: the narrow row's margin -> double
   check_scores(2, 32, 128, 300, ScoreCase{true, false, 12}, ++s);
   check_scores(2, 32, 128, 300, ScoreCase{true, false, 0, 2}, ++s);
 }
