@@ -9,6 +9,7 @@ void bind_sampling(pybind11::module_& m);
 void bind_engine(pybind11::module_& m);
 void bind_tokenizer(pybind11::module_& m);
 void bind_chat(pybind11::module_& m);
+void bind_v4_record(pybind11::module_& m);
 }  // namespace flashkv::testing
 
 PYBIND11_MODULE(flashkv_testing, m) {
@@ -19,4 +20,5 @@ PYBIND11_MODULE(flashkv_testing, m) {
   flashkv::testing::bind_engine(m);
   flashkv::testing::bind_tokenizer(m);
   flashkv::testing::bind_chat(m);
+  flashkv::testing::bind_v4_record(m);
 }

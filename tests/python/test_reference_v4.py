@@ -273,9 +273,15 @@ def test_hadamard_rotation_is_orthonormal():
 
 
 def test_faithful_refuses_widths_its_quantizers_cannot_block():
+    """Index heads narrower than one MXFP4 block are refused (as by the engine); partial FP8 groups of the KV record
+    are not (v4-c: 32 non-RoPE channels, one partial group with its own scale)."""
     config = config_v4_from_dict(json.loads((GOLDEN / CASES[0] / "config.json").read_text()), "golden.json")
-    with pytest.raises(ModelError, match="multiple of the FP8 block 64"):
+    assert config.index_head_dim < 32
+    with pytest.raises(ModelError, match="multiple of the MXFP4 block 32"):
         ModelV4(config, random_weights_v4(config, 1), "faithful")
+    partial = config_v4_from_dict(json.loads((GOLDEN / "v4-c" / "config.json").read_text()), "golden.json")
+    assert (partial.head_dim - partial.qk_rope_head_dim) % 64 and partial.index_head_dim == 32
+    ModelV4(partial, random_weights_v4(partial, 1), "faithful")
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -351,13 +351,18 @@ def v4_kv_record_bytes(channels: int, rope_channels: int) -> int:
 def v4_kv_fakequant(x, rope_channels: int) -> np.ndarray:
     """Quantize-dequantize a V4 KV row over the last axis: the leading non-RoPE channels FP8 E4M3 with a
     power-of-two (UE8M0) scale per 64 channels -- the official `act_quant(kv[..., :-rd], 64, 'ue8m0')` --, the
-    trailing RoPE channels rounded to BF16. float32 out, same shape."""
+    trailing RoPE channels rounded to BF16. float32 out, same shape. A non-RoPE width that is not a multiple of 64
+    ends in a partial group with a scale of its own over its channels (v4_kv_record_bytes counts its byte)."""
     x = _as_f32(x)
     nope = x.shape[-1] - rope_channels
-    blocks = _blocks(x[..., :nope], V4_KV_FP8_BLOCK, "v4_kv_fakequant")
+    # Zero padding to whole groups leaves the partial group's amax (hence its scale) as over its own channels.
+    padded = -(-nope // V4_KV_FP8_BLOCK) * V4_KV_FP8_BLOCK
+    head = np.zeros((*x.shape[:-1], padded), np.float32)
+    head[..., :nope] = x[..., :nope]
+    blocks = _blocks(head, V4_KV_FP8_BLOCK, "v4_kv_fakequant")
     scale_codes = fp8_window_scale_codes(_amax(blocks))
     poisoned = scale_codes == E8M0_NAN
     codes = _e4m3_codes(_scaled(blocks, _e8m0_value(scale_codes), FP8_MAX), poisoned)
-    values = _times_scale(_e4m3_value(codes), _e8m0_value(scale_codes)).reshape(*x.shape[:-1], nope)
+    values = _times_scale(_e4m3_value(codes), _e8m0_value(scale_codes)).reshape(*x.shape[:-1], padded)[..., :nope]
     rope = x[..., nope:].astype(ml_dtypes.bfloat16).astype(np.float32)
     return np.concatenate([values, rope], axis=-1)

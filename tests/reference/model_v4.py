@@ -30,7 +30,7 @@ from .topk import top_k
 from .weights_v4 import check_weights_v4
 from .window import WindowRing, window_mask
 
-V4_KV_FP8_BLOCK, MXFP4_BLOCK = 64, 32
+MXFP4_BLOCK = 32
 
 
 class ModelV4:
@@ -187,12 +187,8 @@ class ModelV4:
         return top_k(scores, c.index_topk)
 
 def _check_quantizer_widths(config: ConfigV4) -> None:
-    """Faithful mode's V4 KV storage needs the non-RoPE channels in blocks of 64 and the index head a power of two
-    (Hadamard) in blocks of 32."""
-    nope = config.head_dim - config.qk_rope_head_dim
-    if nope % V4_KV_FP8_BLOCK:
-        raise ModelError(f"{config.source}: faithful numerics: head_dim − qk_rope_head_dim = {nope} is not a "
-                         f"multiple of the FP8 block {V4_KV_FP8_BLOCK}")
+    """Faithful mode's index keys and queries need a power-of-two index head (Hadamard) in blocks of 32. The V4 KV
+    storage takes any non-RoPE width: a partial last FP8 group has its own scale, as in the engine's record."""
     if config.index_head_dim % MXFP4_BLOCK:
         raise ModelError(f"{config.source}: faithful numerics: index_head_dim {config.index_head_dim} is not a "
                          f"multiple of the MXFP4 block {MXFP4_BLOCK}")
