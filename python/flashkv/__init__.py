@@ -1,4 +1,4 @@
-"""flashkv: DeepSeek-V4.1-Flash inference from Python.
+"""flashkv: DeepSeek-V4.1-Flash (and DeepSeek-V4-Flash) inference from Python.
 
     import flashkv
     model = flashkv.Model("/path/to/checkpoint", numerics="faithful")

@@ -41,8 +41,10 @@ void bind_config(py::module_& m) {
 
   py::class_<ModelConfig>(
       m, "ModelConfig",
-      "The text model of a deepseek_v41 checkpoint (config.json field names; docs/config.md).")
+      "The text model of a deepseek_v41 or deepseek_v4 checkpoint (config.json field names; docs/config.md).")
       .def_readonly("model_type", &ModelConfig::model_type)
+      .def_property_readonly("family",
+                             [](const ModelConfig& c) { return std::string(model_family_name(c.family)); })
       .def_readonly("architectures", &ModelConfig::architectures)
       .def_readonly("vocab_size", &ModelConfig::vocab_size)
       .def_readonly("hidden_size", &ModelConfig::hidden_size)
@@ -60,6 +62,7 @@ void bind_config(py::module_& m) {
       .def_readonly("max_position_embeddings", &ModelConfig::max_position_embeddings)
       .def_readonly("sliding_window", &ModelConfig::sliding_window)
       .def_readonly("compress_ratios", &ModelConfig::compress_ratios)
+      .def_readonly("csa_compress_ratio", &ModelConfig::csa_compress_ratio)
       .def_readonly("kv_source_layer_ids", &ModelConfig::kv_source_layer_ids)
       .def_readonly("index_source_layer_ids", &ModelConfig::index_source_layer_ids)
       .def_readonly("candidate_source_layer_id", &ModelConfig::candidate_source_layer_id)
@@ -68,6 +71,7 @@ void bind_config(py::module_& m) {
       .def_readonly("index_n_heads", &ModelConfig::index_n_heads)
       .def_readonly("index_head_dim", &ModelConfig::index_head_dim)
       .def_readonly("index_topk", &ModelConfig::index_topk)
+      .def_readonly("num_hash_layers", &ModelConfig::num_hash_layers)
       .def_readonly("n_routed_experts", &ModelConfig::n_routed_experts)
       .def_readonly("n_shared_experts", &ModelConfig::n_shared_experts)
       .def_readonly("num_experts_per_tok", &ModelConfig::num_experts_per_tok)
@@ -105,6 +109,7 @@ void bind_config(py::module_& m) {
       .def_readonly("tie_word_embeddings", &ModelConfig::tie_word_embeddings)
       .def_readonly("torch_dtype", &ModelConfig::torch_dtype)
       .def_readonly("quantization_config", &ModelConfig::quantization_config)
+      .def_readonly("weight_block_size", &ModelConfig::weight_block_size)
       .def("__repr__", &config_repr);
 
   py::class_<KvSourceFootprint>(m, "KvSourceFootprint", "One KV-source layer's share of the global KV cache.")
@@ -155,9 +160,15 @@ void bind_config(py::module_& m) {
       .def_readonly("engram_slot", &LayerRole::engram_slot)
       .def_property_readonly("side", [](const LayerRole& r) { return std::string(layer_side_name(r.side)); })
       .def_property_readonly("rope", [](const LayerRole& r) { return std::string(rope_kind_name(r.rope)); })
+      .def_readonly("overlapping_compressor", &LayerRole::overlapping_compressor)
+      .def_readonly("indexer_has_compressor", &LayerRole::indexer_has_compressor)
+      .def_readonly("hash_routed", &LayerRole::hash_routed)
       .def_property_readonly("has_engram", &LayerRole::has_engram);
 
   py::class_<LayerPlan>(m, "LayerPlan", "The role of every backbone layer, derived from the config.")
+      .def_property_readonly("family",
+                             [](const LayerPlan& p) { return std::string(model_family_name(p.family)); })
+      .def_readonly("has_hc_head", &LayerPlan::has_hc_head)
       .def_readonly("layers", &LayerPlan::layers)
       .def_readonly("candidate_source_layer", &LayerPlan::candidate_source_layer)
       .def_readonly("first_decoder_layer", &LayerPlan::first_decoder_layer)

@@ -42,6 +42,19 @@ def flashkv_info(cli):
 
 
 @pytest.fixture(scope="session")
+def capi(build_dir):
+    """libflashkv.so (the C ABI) through ctypes; fkv_abi_version and fkv_last_error typed, other calls as needed."""
+    import ctypes  # noqa: PLC0415
+
+    path = build_dir / "libflashkv.so"
+    assert path.exists(), f"{path} missing: build the flashkv target"
+    lib = ctypes.CDLL(str(path))
+    lib.fkv_abi_version.restype = ctypes.c_uint32
+    lib.fkv_last_error.restype = ctypes.c_char_p
+    return lib
+
+
+@pytest.fixture(scope="session")
 def fkt():
     """The flashkv_testing pybind11 module (C++ internals exposed for oracle tests)."""
     import flashkv_testing  # noqa: PLC0415 -- built by CMake; a missing module is a build failure

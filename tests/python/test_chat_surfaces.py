@@ -139,16 +139,6 @@ def test_cli_run_chat_equals_the_oracle_prompt(cli, checkpoint, tmp_path):
 # ---- C ABI ----
 
 @pytest.fixture(scope="module")
-def capi(build_dir):
-    path = build_dir / "libflashkv.so"
-    assert path.exists(), f"{path} missing: build the flashkv target"
-    lib = ctypes.CDLL(str(path))
-    lib.fkv_abi_version.restype = ctypes.c_uint32
-    lib.fkv_last_error.restype = ctypes.c_char_p
-    return lib
-
-
-@pytest.fixture(scope="module")
 def c_model(capi, checkpoint):
     handle = ctypes.c_void_p()
     status = capi.fkv_model_load(ctypes.c_uint32(capi.fkv_abi_version()), str(checkpoint).encode(), None,
