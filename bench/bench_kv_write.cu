@@ -123,7 +123,8 @@ void bench_window(int64_t n, const Common& common, double copy_gbs, cudaStream_t
   report(name, n, static_cast<double>(n) * static_cast<double>(kDim * 2 + record), ms, copy_gbs);
 }
 
-void bench_entries(int ratio, int64_t n, const Common& common, double copy_gbs, cudaStream_t stream) {
+void bench_entries(int ratio, int64_t n, const Common& common, double copy_gbs, cudaStream_t stream,
+                   const std::string& name = "") {
   const size_t record = fc::entry_record_bytes(fc::KvNumerics::kFaithful, kDim);
   const size_t in_per_token = ratio == 2 ? 2 * kDim * sizeof(float) : kDim * 2;
   const int64_t entries = n / ratio;
@@ -159,10 +160,14 @@ void bench_entries(int ratio, int64_t n, const Common& common, double copy_gbs, 
   });
   const double bytes = static_cast<double>(n) * static_cast<double>(in_per_token) +
                        static_cast<double>(entries) * (record + kDim * 2);
-  report(ratio == 2 ? "entries_ratio2_nvfp4" : "entries_ratio1_nvfp4", n, bytes, ms, copy_gbs);
+  report(!name.empty() ? name
+         : ratio == 2  ? "entries_ratio2_nvfp4"
+                       : "entries_ratio1_nvfp4",
+         n, bytes, ms, copy_gbs);
 }
 
-void bench_keys(int64_t n, const Common& common, double copy_gbs, cudaStream_t stream) {
+void bench_keys(int64_t n, const Common& common, double copy_gbs, cudaStream_t stream,
+                const std::string& name = "index_key_mxfp4") {
   const size_t record = fc::key_record_bytes(fc::KvNumerics::kFaithful, kKeyDim);
   const auto rows = static_cast<size_t>(n);
   Buffers b(rows * kKeyDim * 2, rows * record);
@@ -183,8 +188,7 @@ void bench_keys(int64_t n, const Common& common, double copy_gbs, cudaStream_t s
     a.records = pages.view(b.output(rep++), kStart / 2, record);
     fc::write_index_keys(a, stream);
   });
-  report("index_key_mxfp4", n, static_cast<double>(n) * static_cast<double>(kKeyDim * 2 + record), ms,
-         copy_gbs);
+  report(name, n, static_cast<double>(n) * static_cast<double>(kKeyDim * 2 + record), ms, copy_gbs);
 }
 
 }  // namespace
@@ -209,6 +213,11 @@ int main() try {
     fc::set_window_ablation_for_bench(stages);
     bench_window(262144, common, copy_gbs, stream, name);
   }
+  // A/B in the same run: the kernels without the register cap (more registers, fewer warps per SM).
+  fc::set_window_ablation_for_bench(16);
+  bench_window(262144, common, copy_gbs, stream, "window_row_fp8[uncapped_regs]");
+  bench_entries(2, 262144, common, copy_gbs, stream, "entries_ratio2_nvfp4[uncapped_regs]");
+  bench_keys(262144, common, copy_gbs, stream, "index_key_mxfp4[uncapped_regs]");
   fc::set_window_ablation_for_bench(0);
   for (const int64_t n : sizes) bench_entries(2, std::max<int64_t>(2, n), common, copy_gbs, stream);
   for (const int64_t n : sizes) bench_entries(1, n, common, copy_gbs, stream);

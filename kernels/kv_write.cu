@@ -45,11 +45,18 @@ namespace nm = flashkv::numeric;
 
 constexpr int kChannels = 16;  // channels per lane
 constexpr int kThreads = 256;
+// Resident CTAs per SM the register allocation is capped for: a row is one long dependent chain, so
+// throughput comes from warps in flight (GPU round 3: 96 registers, 16 warps/SM, latency-bound at 28% of
+// copy).
+constexpr int kWindowCtasPerSm = 4;  // <= 64 registers: 32 warps/SM
+constexpr int kCompressorCtasPerSm =
+    3;  // <= 80 registers: 24 warps/SM (four 16-channel fp32 inputs per lane)
 constexpr unsigned kFullMask = 0xffffffffu;
 // A fast RMSNorm value this many fp32 ulps or fewer from a BF16 rounding midpoint takes the double path.
 constexpr uint32_t kMidpointMargin = 16;
 // Stage ablations of the window kernel (set_window_ablation_for_bench): kv_write.cuh.
 constexpr unsigned kAblateRope = 1, kAblateExactSum = 2, kAblateNormFallback = 4, kAblateNormAndRope = 8;
+constexpr unsigned kAblateUncappedRegisters = 16;  // all three kernels, records still valid
 unsigned g_window_ablation = 0;
 
 // ---- row loads and stores -------------------------------------------------------------------------------
@@ -562,8 +569,9 @@ __device__ void for_each_input_row(int64_t n, const DeviceRows& input, const Bod
   }
 }
 
-template <int kDim, bool kFaithful>
-__global__ void __launch_bounds__(kThreads) window_write_kernel(WindowWriteArgs a, unsigned ablate) {
+template <int kDim, bool kFaithful, int kMinCtas>
+__global__ void __launch_bounds__(kThreads, kMinCtas)
+    window_write_kernel(WindowWriteArgs a, unsigned ablate) {
   constexpr int kLanes = RowLanes<kDim>::kLanes;
   __shared__ RopeTables<kDim> tables;
   const size_t record_bytes = kFaithful ? nm::fp8_row_bytes(kDim) : kDim * sizeof(float);
@@ -593,8 +601,8 @@ __global__ void __launch_bounds__(kThreads) window_write_kernel(WindowWriteArgs 
       });
 }
 
-template <int kDim, bool kFaithful>
-__global__ void __launch_bounds__(kThreads)
+template <int kDim, bool kFaithful, int kMinCtas>
+__global__ void __launch_bounds__(kThreads, kMinCtas)
     compressor_write_kernel(CompressorWriteArgs a, int64_t first, int64_t count) {
   constexpr int kLanes = RowLanes<kDim>::kLanes;
   __shared__ RopeTables<kDim> tables;
@@ -637,8 +645,8 @@ __global__ void __launch_bounds__(kThreads)
   });
 }
 
-template <int kDim, bool kFaithful>
-__global__ void __launch_bounds__(kThreads) index_key_write_kernel(IndexKeyWriteArgs a) {
+template <int kDim, bool kFaithful, int kMinCtas>
+__global__ void __launch_bounds__(kThreads, kMinCtas) index_key_write_kernel(IndexKeyWriteArgs a) {
   constexpr int kLanes = RowLanes<kDim>::kLanes;
   __shared__ RopeTables<kDim> tables;
   const int significand_bits = a.keys.type == RowType::kBf16 ? 8 : 24;
@@ -707,17 +715,31 @@ void dispatch(int dim, KvNumerics numerics, const Launch& launch) {
   }
 }
 
+// The kernels with registers capped for kWindowCtasPerSm / kCompressorCtasPerSm resident CTAs, or (bench A/B,
+// set_window_ablation_for_bench bit 16) as the compiler allocates them.
+bool uncapped_registers() {
+  return (g_window_ablation & kAblateUncappedRegisters) != 0;
+}
 template <int kDim, bool kFaithful>
 struct WindowKernels {
-  static auto get() { return window_write_kernel<kDim, kFaithful>; }
+  static auto get() {
+    return uncapped_registers() ? window_write_kernel<kDim, kFaithful, 1>
+                                : window_write_kernel<kDim, kFaithful, kWindowCtasPerSm>;
+  }
 };
 template <int kDim, bool kFaithful>
 struct CompressorKernels {
-  static auto get() { return compressor_write_kernel<kDim, kFaithful>; }
+  static auto get() {
+    return uncapped_registers() ? compressor_write_kernel<kDim, kFaithful, 1>
+                                : compressor_write_kernel<kDim, kFaithful, kCompressorCtasPerSm>;
+  }
 };
 template <int kDim, bool kFaithful>
 struct KeyKernels {
-  static auto get() { return index_key_write_kernel<kDim, kFaithful>; }
+  static auto get() {
+    return uncapped_registers() ? index_key_write_kernel<kDim, kFaithful, 1>
+                                : index_key_write_kernel<kDim, kFaithful, kWindowCtasPerSm>;
+  }
 };
 
 }  // namespace
@@ -743,7 +765,7 @@ void write_window_rows(const WindowWriteArgs& args, cudaStream_t stream) {
   validate_window_write(args);
   if (args.n == 0) return;
   dispatch<WindowKernels>(args.dim, args.numerics, [&](auto kernel, int rows_per_warp) {
-    kernel<<<grid_for(kernel, args.n, rows_per_warp), kThreads, 0, stream>>>(args, g_window_ablation);
+    kernel<<<grid_for(kernel, args.n, rows_per_warp), kThreads, 0, stream>>>(args, g_window_ablation & 15u);
     FKV_CUDA_CHECK_LAUNCH();
   });
 }
