@@ -1280,7 +1280,11 @@ void sparse_attention(const SparseAttentionArgs& args, cudaStream_t stream, Spar
   switch (variant) {
     case SparseAttentionVariant::kMmaSync:
       return launch<0, 0>(args, key_stride, scale, stream);
-    case SparseAttentionVariant::kAuto:  // fastest at batch 1 and 128 on the H200 (round 3, 2026-11-29)
+    case SparseAttentionVariant::kAuto:
+      // measured on the H200 (2026-11-29, round 4): split keys is faster up to 16 rows (b1 40 us vs 105 us),
+      // one CTA per row with wgmma from 32 rows on
+      if (args.n <= 16 && runs_sm90a_code()) return launch_split(args, key_stride, scale, stream);
+      return launch<1, 1>(args, key_stride, scale, stream);
     case SparseAttentionVariant::kWgmma:
       return launch<1, 1>(args, key_stride, scale, stream);
     case SparseAttentionVariant::kWgmmaPipelined:

@@ -65,7 +65,7 @@ size_t sparse_attention_workspace_bytes(int64_t n, int window_cap, int topk);
 
 // Implementation choice; every variant computes the same function (the GPU test runs each against the CPU).
 enum class SparseAttentionVariant {
-  kAuto,     // the measured-fastest verified choice
+  kAuto,     // measured fastest: kSplitKeys up to 16 rows, kWgmma above (H200, 2026-11-29)
   kMmaSync,  // warp-level mma.sync m16n8k16 (ldmatrix operands), fp32 reference decoders
   kWgmma,    // warpgroup wgmma (sm_90a): Q and P from registers, K/V tiles through shared-memory descriptors
   kWgmmaPipelined,  // wgmma on 32-key tiles in two buffers: dequantization of the next tile overlaps the MMA
