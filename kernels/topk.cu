@@ -82,33 +82,6 @@ __device__ inline void for_each_key(int64_t begin, int64_t end, KeyAt key_at, Vi
   }
 }
 
-// Adds the digit-`pass` histogram of the candidates among [begin, end) (keys with key & mask == prefix) to
-// the shared `hist`. Lanes of a warp that hit the same bin are merged first (__match_any_sync, one atomic
-// per distinct bin): float scores crowd into a few top-digit bins (one exponent spans a quarter of a
-// uniform range), and same-address shared atomics of one warp instruction serialize (16K uniform scores
-// took ~20 us in one CTA). The loop bounds are the same in every thread, so whole warps take part.
-template <int kThreads, int kBatch, typename KeyAt>
-__device__ inline void add_histogram(int64_t begin, int64_t end, KeyAt key_at, uint32_t mask, uint32_t prefix,
-                                     int pass, uint32_t* hist) {
-  constexpr uint32_t kNoBin = 0xFFFFFFFFu;
-  const int lane = static_cast<int>(threadIdx.x & 31u);
-  for (int64_t base = begin; base < end; base += static_cast<int64_t>(kThreads) * kBatch) {
-    uint32_t bins[kBatch];
-#pragma unroll
-    for (int j = 0; j < kBatch; ++j) {
-      const int64_t i = base + static_cast<int64_t>(j) * kThreads + threadIdx.x;
-      const uint32_t key = i < end ? key_at(i) : 0u;
-      bins[j] = i < end && (key & mask) == prefix ? digit_of(key, pass) : kNoBin;
-    }
-#pragma unroll
-    for (int j = 0; j < kBatch; ++j) {
-      if (!__any_sync(0xFFFFFFFFu, bins[j] != kNoBin)) continue;
-      const uint32_t peers = __match_any_sync(0xFFFFFFFFu, bins[j]);
-      if (bins[j] != kNoBin && lane == __ffs(peers) - 1) atomicAdd(&hist[bins[j]], __popc(peers));
-    }
-  }
-}
-
 // Given the candidates' histogram (bins in shared memory, `need` > 0 of them wanted), picks the digit
 // whose bin holds the need-th largest candidate: the new prefix digit and what is still needed from it.
 // When fewer than `need` candidates exist (k > valid count) bin 0 is chosen with `need` reduced by
@@ -251,7 +224,9 @@ __global__ void __launch_bounds__(kRowThreads)
     for (int b = threadIdx.x; b < kBins; b += kRowThreads) hist[b] = 0;
     __syncthreads();
     const uint32_t mask = chosen_mask(pass);
-    add_histogram<kRowThreads, 8>(0, len, key_at, mask, prefix, pass, hist);
+    for_each_key<kRowThreads, 8>(0, len, key_at, [&](int64_t, uint32_t key) {
+      if ((key & mask) == prefix) atomicAdd(&hist[digit_of(key, pass)], 1u);
+    });
     __syncthreads();
     uint32_t digit = 0, remaining = 0;
     bool whole = false;
@@ -320,8 +295,11 @@ __global__ void __launch_bounds__(kChunkThreads)
   const uint32_t mask = chosen_mask(pass);
   const int64_t begin = static_cast<int64_t>(blockIdx.x) * chunk;
   const int64_t end = min(begin + chunk, n);
-  add_histogram<kChunkThreads, 8>(
-      begin, end, [&](int64_t i) { return order_key(data[i]); }, mask, prefix, pass, hist);
+  for_each_key<kChunkThreads, 8>(
+      begin, end, [&](int64_t i) { return order_key(data[i]); },
+      [&](int64_t, uint32_t key) {
+        if ((key & mask) == prefix) atomicAdd(&hist[digit_of(key, pass)], 1u);
+      });
   __syncthreads();
   for (int b = threadIdx.x; b < kBins; b += kChunkThreads) {
     if (hist[b] != 0) atomicAdd(&row_hist[b], hist[b]);
