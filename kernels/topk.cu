@@ -62,26 +62,6 @@ struct RowState {
   uint32_t done;  // the chosen bin is taken whole: later digits are not needed
 };
 
-// Calls visit(i, key_at(i)) for i = begin + threadIdx.x, stepping by kThreads, up to end. kBatch keys are
-// fetched before any is visited: their loads are in flight together (a visit's shared-memory atomic would
-// otherwise keep the compiler from issuing the next global load early, one memory latency per entry).
-template <int kThreads, int kBatch, typename KeyAt, typename Visit>
-__device__ inline void for_each_key(int64_t begin, int64_t end, KeyAt key_at, Visit visit) {
-  for (int64_t base = begin + threadIdx.x; base < end; base += static_cast<int64_t>(kThreads) * kBatch) {
-    uint32_t keys[kBatch];
-#pragma unroll
-    for (int j = 0; j < kBatch; ++j) {
-      const int64_t i = base + static_cast<int64_t>(j) * kThreads;
-      keys[j] = i < end ? key_at(i) : 0u;
-    }
-#pragma unroll
-    for (int j = 0; j < kBatch; ++j) {
-      const int64_t i = base + static_cast<int64_t>(j) * kThreads;
-      if (i < end) visit(i, keys[j]);
-    }
-  }
-}
-
 // Given the candidates' histogram (bins in shared memory, `need` > 0 of them wanted), picks the digit
 // whose bin holds the need-th largest candidate: the new prefix digit and what is still needed from it.
 // When fewer than `need` candidates exist (k > valid count) bin 0 is chosen with `need` reduced by
@@ -213,9 +193,7 @@ __global__ void __launch_bounds__(kRowThreads)
   int32_t* row_out = out + slot0;
   T* row_scores = out_scores != nullptr ? out_scores + slot0 : nullptr;
   if (cached) {
-    for_each_key<kRowThreads, 8>(
-        0, len, [&](int64_t i) { return order_key(data[i]); },
-        [&](int64_t i, uint32_t key) { cache[i] = key; });
+    for (int64_t i = threadIdx.x; i < len; i += kRowThreads) cache[i] = order_key(data[i]);
   }
   const auto key_at = [&](int64_t i) { return cached ? cache[i] : order_key(data[i]); };
   uint32_t prefix = 0;
@@ -224,9 +202,10 @@ __global__ void __launch_bounds__(kRowThreads)
     for (int b = threadIdx.x; b < kBins; b += kRowThreads) hist[b] = 0;
     __syncthreads();
     const uint32_t mask = chosen_mask(pass);
-    for_each_key<kRowThreads, 8>(0, len, key_at, [&](int64_t, uint32_t key) {
+    for (int64_t i = threadIdx.x; i < len; i += kRowThreads) {
+      const uint32_t key = key_at(i);
       if ((key & mask) == prefix) atomicAdd(&hist[digit_of(key, pass)], 1u);
-    });
+    }
     __syncthreads();
     uint32_t digit = 0, remaining = 0;
     bool whole = false;
@@ -295,11 +274,10 @@ __global__ void __launch_bounds__(kChunkThreads)
   const uint32_t mask = chosen_mask(pass);
   const int64_t begin = static_cast<int64_t>(blockIdx.x) * chunk;
   const int64_t end = min(begin + chunk, n);
-  for_each_key<kChunkThreads, 8>(
-      begin, end, [&](int64_t i) { return order_key(data[i]); },
-      [&](int64_t, uint32_t key) {
-        if ((key & mask) == prefix) atomicAdd(&hist[digit_of(key, pass)], 1u);
-      });
+  for (int64_t i = begin + threadIdx.x; i < end; i += kChunkThreads) {
+    const uint32_t key = order_key(data[i]);
+    if ((key & mask) == prefix) atomicAdd(&hist[digit_of(key, pass)], 1u);
+  }
   __syncthreads();
   for (int b = threadIdx.x; b < kBins; b += kChunkThreads) {
     if (hist[b] != 0) atomicAdd(&row_hist[b], hist[b]);
@@ -339,11 +317,10 @@ __global__ void __launch_bounds__(kChunkThreads)
   const int64_t begin = static_cast<int64_t>(blockIdx.x) * chunk;
   const int64_t end = min(begin + chunk, n);
   uint32_t packed = 0;
-  for_each_key<kChunkThreads, 8>(
-      begin, end, [&](int64_t i) { return order_key(data[i]); },
-      [&](int64_t, uint32_t key) {
-        packed += key == threshold ? 0x10000u : (key > threshold && key > kNegInfKey ? 1u : 0u);
-      });
+  for (int64_t i = begin + threadIdx.x; i < end; i += kChunkThreads) {
+    const uint32_t key = order_key(data[i]);
+    packed += key == threshold ? 0x10000u : (key > threshold && key > kNegInfKey ? 1u : 0u);
+  }
   // A chunk holds at most 65535 entries (checked by the launcher), so the halves never carry.
   const uint32_t total = Reduce(reduce_storage).Sum(packed);
   if (threadIdx.x == 0) ws.counts[row * gridDim.x + blockIdx.x] = {total & 0xFFFFu, total >> 16};
