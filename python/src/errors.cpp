@@ -57,7 +57,9 @@ std::vector<std::pair<int, std::string>> error_codes() {
 }  // namespace
 
 void bind_errors(py::module_& m) {
-  py::register_exception_translator(translate);
+  // Local: a global translator would also turn the errors of other pybind11 modules in the process (an
+  // application's own, or the test module) into flashkv exception classes.
+  py::register_local_exception_translator(translate);
   m.def("_register_errors", &register_error_classes, py::arg("classes"),
         "Maps error code names ('invalid_argument', ...) to the exception classes raised for them.");
   m.def("_error_codes", &error_codes, "(value, name) of every flashkv error code but ok.");
