@@ -216,14 +216,23 @@ def test_flashkv_run_on_a_v4_checkpoint(case, cli):
     assert report["tokens"] == [int(np.argmax(last))], name
 
 
-def test_faithful_needs_mxfp4_index_heads(case, fkt):
-    """The golden configs' 16-channel index heads do not fill an MXFP4 block: faithful numerics refuse them."""
-    name, _, _, _, path = case
-    config = json.loads((path / "config.json").read_text(encoding="utf-8"))
-    if config["index_head_dim"] % 32 == 0:
-        pytest.skip(f"{name}: index heads fit MXFP4 blocks")
+def index_head_dim(name: str) -> int:
+    return json.loads((GOLDEN / name / "config.json").read_text(encoding="utf-8"))["index_head_dim"]
+
+
+# The golden cases whose index heads do not fill an MXFP4 block of 32: faithful numerics must refuse exactly these.
+NARROW_INDEX_CASES = [name for name in CASES if index_head_dim(name) % 32]
+
+
+def test_narrow_index_cases_exist():
+    assert NARROW_INDEX_CASES, f"no golden V4 case under {GOLDEN} has index heads narrower than an MXFP4 block"
+
+
+@pytest.mark.parametrize("name", NARROW_INDEX_CASES)
+def test_faithful_needs_mxfp4_index_heads(name, fkt):
+    """Index heads that do not fill an MXFP4 block (the 16-channel golden configs): faithful numerics refuse them."""
     with pytest.raises(fkt.EngineError, match="unsupported.*index_head_dim"):
-        fkt.load_cpu_engine(str(path), "faithful", 1)
+        fkt.load_cpu_engine(str(GOLDEN / name), "faithful", 1)
 
 
 # ---- faithful-mode laws on a random V4 checkpoint ---------------------------------------------------------------
