@@ -60,6 +60,8 @@ int main() {
     fb::DeviceBuffer workspace(fc::index_scores_workspace_bytes(kMaxRows, kHeads));
     for (const int64_t n : kLengths) {
       for (const int64_t rows : kBatches) {
+        const std::string name = "index_scores_n" + std::to_string(n) + "_b" + std::to_string(rows);
+        if (!fb::selected(name)) continue;
         fill_visible<<<1, 32, 0, stream>>>(visible.as<int64_t>(), rows, n);
         FKV_CUDA_CHECK_LAUNCH();
         fc::IndexScoringArgs args;
@@ -79,8 +81,7 @@ int main() {
         const double ms = fb::median_ms(stream, [&] { fc::index_scores(args, stream); });
         const double bytes = static_cast<double>(n * kKeyBytes + rows * n * 4);
         const double floor_ms = bytes / (copy_gbs * 1e9) * 1e3;
-        fb::print_result(kProgram, "index_scores_n" + std::to_string(n) + "_b" + std::to_string(rows),
-                         ms * 1e3, "us", floor_ms / ms);
+        fb::print_result(kProgram, name, ms * 1e3, "us", floor_ms / ms);
       }
     }
     FKV_CUDA_CHECK(cudaStreamDestroy(stream));

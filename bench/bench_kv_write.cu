@@ -102,6 +102,7 @@ void report(const std::string& name, int64_t rows, double bytes, double ms, doub
 
 void bench_window(int64_t n, const Common& common, double copy_gbs, cudaStream_t stream,
                   const std::string& name = "window_row_fp8") {
+  if (!flashkv::bench::selected(name + "_n" + std::to_string(n))) return;
   const size_t record = fc::window_record_bytes(fc::KvNumerics::kFaithful, kDim);
   const auto rows = static_cast<size_t>(n);
   Buffers b(rows * kDim * 2, rows * record);
@@ -125,6 +126,10 @@ void bench_window(int64_t n, const Common& common, double copy_gbs, cudaStream_t
 
 void bench_entries(int ratio, int64_t n, const Common& common, double copy_gbs, cudaStream_t stream,
                    const std::string& name = "") {
+  const std::string label = !name.empty() ? name
+                            : ratio == 2 ? "entries_ratio2_nvfp4"
+                                         : "entries_ratio1_nvfp4";
+  if (!flashkv::bench::selected(label + "_n" + std::to_string(n))) return;
   const size_t record = fc::entry_record_bytes(fc::KvNumerics::kFaithful, kDim);
   const size_t in_per_token = ratio == 2 ? 2 * kDim * sizeof(float) : kDim * 2;
   const int64_t entries = n / ratio;
@@ -160,14 +165,12 @@ void bench_entries(int ratio, int64_t n, const Common& common, double copy_gbs, 
   });
   const double bytes = static_cast<double>(n) * static_cast<double>(in_per_token) +
                        static_cast<double>(entries) * (record + kDim * 2);
-  report(!name.empty() ? name
-         : ratio == 2  ? "entries_ratio2_nvfp4"
-                       : "entries_ratio1_nvfp4",
-         n, bytes, ms, copy_gbs);
+  report(label, n, bytes, ms, copy_gbs);
 }
 
 void bench_keys(int64_t n, const Common& common, double copy_gbs, cudaStream_t stream,
                 const std::string& name = "index_key_mxfp4") {
+  if (!flashkv::bench::selected(name + "_n" + std::to_string(n))) return;
   const size_t record = fc::key_record_bytes(fc::KvNumerics::kFaithful, kKeyDim);
   const auto rows = static_cast<size_t>(n);
   Buffers b(rows * kKeyDim * 2, rows * record);

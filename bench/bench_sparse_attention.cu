@@ -146,13 +146,14 @@ int main() {
     const struct {
       fc::SparseAttentionVariant variant;
       const char* name;
-    } variants[] = {{fc::SparseAttentionVariant::kMmaSync, "mma"},
-                    {fc::SparseAttentionVariant::kWgmma, "wgmma"},
+    } variants[] = {{fc::SparseAttentionVariant::kWgmma, "wgmma"},
                     {fc::SparseAttentionVariant::kWgmmaPipelined, "wgmma_pipelined"},
-                    {fc::SparseAttentionVariant::kWgmmaCompact, "wgmma_compact"},
-                    {fc::SparseAttentionVariant::kSplitKeys, "split_keys"}};
+                    {fc::SparseAttentionVariant::kSplitKeys, "split_keys"},
+                    {fc::SparseAttentionVariant::kMmaSync, "mma"}};
     for (const auto& v : variants) {
       for (int batch : {1, 2, 4, 8, 16, 32, 64, 128, 132, 256}) {
+        const std::string name = std::string("sparse_attention_") + v.name + "_b" + std::to_string(batch);
+        if (!fb::selected(name + "_us")) continue;
         fc::SparseAttentionArgs args;
         args.q = q.as<uint16_t>();
         args.n = batch;
@@ -168,7 +169,6 @@ int main() {
         args.workspace_bytes = workspace.bytes();
         const double ms = fb::median_ms(stream, [&] { fc::sparse_attention(args, stream, v.variant); });
         const double tflops = batch * flop_per_query() / (ms * 1e-3) / 1e12;
-        const std::string name = std::string("sparse_attention_") + v.name + "_b" + std::to_string(batch);
         fb::print_result(kProgram, name + "_us", ms * 1e3, "us", 0.0);
         fb::print_result(kProgram, name, tflops, "TFLOP/s", tflops / gemm);
         if ((batch == 1 || batch == 128) && v.variant != fc::SparseAttentionVariant::kSplitKeys) {

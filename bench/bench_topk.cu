@@ -26,6 +26,9 @@ namespace fc = flashkv::cuda;
 
 void bench_shape(fc::ScoreType type, int64_t n, int64_t rows, const fb::DeviceBuffer& scores,
                  const fb::DeviceBuffer& out, double copy_gbs, cudaStream_t stream) {
+  const std::string name = std::string("topk512_") + (type == fc::ScoreType::kFp32 ? "fp32" : "bf16") + "_n" +
+                           std::to_string(n) + "_b" + std::to_string(rows);
+  if (!fb::selected(name)) return;
   fb::DeviceBuffer workspace(std::max<size_t>(1, fc::top_k_workspace_bytes(rows, n, kK)));
   const double ms = fb::median_ms(stream, [&] {
     fc::top_k_rows(scores.as<void>(), type, rows, n, kK, out.as<int32_t>(), workspace.as<void>(),
@@ -34,8 +37,6 @@ void bench_shape(fc::ScoreType type, int64_t n, int64_t rows, const fb::DeviceBu
   const double element = type == fc::ScoreType::kFp32 ? 4.0 : 2.0;
   const double bytes = static_cast<double>(rows * n) * element;
   const double floor_ms = bytes / (copy_gbs * 1e9) * 1e3;
-  const std::string name = std::string("topk512_") + (type == fc::ScoreType::kFp32 ? "fp32" : "bf16") + "_n" +
-                           std::to_string(n) + "_b" + std::to_string(rows);
   fb::print_result(kProgram, name, ms * 1e3, "us", floor_ms / ms);
 }
 

@@ -9,10 +9,12 @@
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <nvtx3/nvToolsExt.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <stdexcept>
 #include <string>
@@ -25,6 +27,13 @@ namespace flashkv::bench {
 // How many timed repetitions each measurement takes; warm-up runs come on top.
 constexpr int kTimedReps = 25;
 constexpr int kWarmupReps = 3;
+
+// Whether the measurement `name` runs: all do, unless FLASHKV_BENCH_ONLY names a substring of the ones
+// wanted (scripts/gpu-profile runs one configuration under ncu that way).
+inline bool selected(const std::string& name) {
+  const char* only = std::getenv("FLASHKV_BENCH_ONLY");
+  return only == nullptr || *only == '\0' || name.find(only) != std::string::npos;
+}
 
 // Owns one device allocation; freed on scope exit (benchmarks allocate a few large buffers only).
 class DeviceBuffer {
@@ -51,6 +60,8 @@ template <typename Launch>
 double median_ms(cudaStream_t stream, Launch&& launch, int reps = kTimedReps) {
   for (int i = 0; i < kWarmupReps; ++i) launch();
   FKV_CUDA_CHECK(cudaStreamSynchronize(stream));
+  // The timed launches carry an NVTX range so a profiler can pick them (ncu --nvtx-include flashkv_timed/).
+  nvtxRangePushA("flashkv_timed");
   cudaEvent_t start{}, stop{};
   FKV_CUDA_CHECK(cudaEventCreate(&start));
   FKV_CUDA_CHECK(cudaEventCreate(&stop));
@@ -64,6 +75,7 @@ double median_ms(cudaStream_t stream, Launch&& launch, int reps = kTimedReps) {
   }
   FKV_CUDA_CHECK(cudaEventDestroy(start));
   FKV_CUDA_CHECK(cudaEventDestroy(stop));
+  nvtxRangePop();
   std::sort(times.begin(), times.end());
   return static_cast<double>(times[times.size() / 2]);
 }
