@@ -128,13 +128,7 @@ func (m *Model) LoadOptions() (LoadOptions, error) {
 	if err := call(func() C.fkv_status { return C.fkv_model_load_options(m.raw, &raw) }); err != nil {
 		return LoadOptions{}, err
 	}
-	return LoadOptions{
-		Device:       Device(raw.device),
-		Threads:      int32(raw.threads),
-		Numerics:     Numerics(raw.numerics),
-		Prefill:      Prefill(raw.prefill),
-		PrefillChunk: int64(raw.prefill_chunk),
-	}, nil
+	return loadOptionsOf(&raw), nil
 }
 
 func (m *Model) Config() (Config, error) {

@@ -104,6 +104,11 @@ type GenerateOptions struct {
 func DefaultLoadOptions() LoadOptions {
 	var raw C.fkv_load_options
 	C.fkv_load_options_init(&raw)
+	return loadOptionsOf(&raw)
+}
+
+// loadOptionsOf is the inverse of LoadOptions.raw (the header's defaults or a loaded model's options).
+func loadOptionsOf(raw *C.fkv_load_options) LoadOptions {
 	return LoadOptions{
 		Device:       Device(raw.device),
 		Threads:      int32(raw.threads),
