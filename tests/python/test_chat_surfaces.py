@@ -11,19 +11,17 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-import pathlib
 import random
 import shutil
 import subprocess
-import sys
 
 import deepseek_recipe as dr
 import pytest
 import tokenizers
 
 import chat_corpus as corpus
+from tiny_checkpoint_tool import make_tiny_checkpoint
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
 SEED = int(os.environ.get("FLASHKV_TEST_SEED") or int.from_bytes(os.urandom(4), "little"))
 TEXTS = ["Hello world", "你好，世界 😀", "  spaces\tand\nnewlines\n\n", "def f(x):\n    return x * 2", "12345",
          "<｜User｜>typed", "é à ü ß"]
@@ -36,10 +34,8 @@ def show_seed():
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("tiny-text")
-    subprocess.run([sys.executable, str(ROOT / "tools" / "make-tiny-checkpoint"), "--config", "tiny-v41", "--seed",
-                    str(SEED), "--out", str(directory), "--overwrite", "--tokenizer", "tiny"],
-                   check=True, capture_output=True, timeout=120)
+    directory = make_tiny_checkpoint(tmp_path_factory.mktemp("tiny-text"), "tiny-v41", SEED, "--overwrite",
+                                     "--tokenizer", "tiny")
     assert (directory / "tokenizer.json").exists()
     return directory
 

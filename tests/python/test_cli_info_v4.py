@@ -23,6 +23,7 @@ import pytest
 from safetensors import safe_open
 from safetensors.numpy import save_file
 from test_loader_inventory import remove_tensor  # header surgery on a copy of a checkpoint
+from tiny_checkpoint_tool import make_tiny_checkpoint
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "tests" / "data" / "configs"
@@ -99,18 +100,10 @@ def test_official_text_report_shows_the_v4_plan_and_3514_bytes_per_token(cli):
     assert "hash_routed" in " ".join(plan[2]) and "hash_routed" not in " ".join(plan[3])
 
 
-def generate_tiny_v4(out: pathlib.Path) -> pathlib.Path:
-    tool = ROOT / "tools" / "make-tiny-checkpoint"
-    result = subprocess.run([sys.executable, str(tool), "--config", "tiny-v4", "--seed", str(SEED), "--out", str(out)],
-                            capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, f"seed {SEED}: {result.stderr}"
-    return out
-
-
 @pytest.fixture(scope="module")
 def tiny_v4(tmp_path_factory) -> pathlib.Path:
     print(f"tiny-v4 checkpoint seed {SEED}")
-    return generate_tiny_v4(tmp_path_factory.mktemp("tiny-v4") / "ckpt")
+    return make_tiny_checkpoint(tmp_path_factory.mktemp("tiny-v4") / "ckpt", "tiny-v4", SEED)
 
 
 def stored_names(directory: pathlib.Path) -> dict[str, tuple[str, list[int]]]:

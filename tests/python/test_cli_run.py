@@ -14,6 +14,8 @@ import sys
 import numpy as np
 import pytest
 
+from tiny_checkpoint_tool import make_tiny_checkpoint
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CONFIGS = ["tiny-v41", "tiny-v41-alt"]
 SEED = int.from_bytes(os.urandom(4), "little")
@@ -22,14 +24,7 @@ SEED = int.from_bytes(os.urandom(4), "little")
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory):
     """One checkpoint per tiny config, generated from SEED (printed on failure through the test ids' message)."""
-    out = {}
-    for name in CONFIGS:
-        directory = tmp_path_factory.mktemp(name)
-        subprocess.run([sys.executable, str(ROOT / "tools" / "make-tiny-checkpoint"), "--config", name,
-                        "--seed", str(SEED), "--out", str(directory), "--overwrite"],
-                       check=True, capture_output=True, timeout=120)
-        out[name] = directory
-    return out
+    return {name: make_tiny_checkpoint(tmp_path_factory.mktemp(name), name, SEED, "--overwrite") for name in CONFIGS}
 
 
 def random_prompt(vocab: int, length: int, salt: int) -> list[int]:

@@ -12,10 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-import pathlib
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -25,9 +22,8 @@ from reference.dumps import Dump
 from reference.engram import derive_multipliers, pinned_multipliers
 from reference.model import Model
 from reference.weights import load_checkpoint
+from tiny_checkpoint_tool import make_tiny_checkpoint
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-TOOL = ROOT / "tools" / "make-tiny-checkpoint"
 SEED = int.from_bytes(os.urandom(4), "little")
 NOTE = f"(seed {SEED})"
 
@@ -64,9 +60,7 @@ def test_multipliers_equal_the_pinned_fixture_and_the_reference_derivation(fkt):
 def mapped_checkpoint(tmp_path_factory):
     """A tiny checkpoint with an explicit token map (a random many-to-one map onto the compressed vocabulary)."""
     out = tmp_path_factory.mktemp("mapped") / "ckpt"
-    made = subprocess.run([sys.executable, str(TOOL), "--config", "tiny-v41", "--seed", str(SEED), "--out", str(out)],
-                          capture_output=True, text=True, timeout=120)
-    assert made.returncode == 0, made.stderr
+    make_tiny_checkpoint(out, "tiny-v41", SEED)
     config, weights = load_checkpoint(out)
     token_map = np.random.default_rng(SEED).integers(0, config.engram_compressed_vocab_size, config.vocab_size)
     (out / "engram_token_map.json").write_text(json.dumps(token_map.tolist()))

@@ -18,16 +18,13 @@ from __future__ import annotations
 
 import json
 import os
-import pathlib
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-TOOL = ROOT / "tools" / "make-tiny-checkpoint"
+from tiny_checkpoint_tool import make_tiny_checkpoint
+
 SEED = int.from_bytes(os.urandom(4), "little")
 NOTE = f"(seed {SEED})"
 TOTAL = 128
@@ -41,9 +38,7 @@ def show_seed():
 @pytest.fixture(scope="module", params=["tiny-v41", "tiny-v41-alt"])
 def checkpoint(request, tmp_path_factory):
     out = tmp_path_factory.mktemp(request.param) / "ckpt"
-    made = subprocess.run([sys.executable, str(TOOL), "--config", request.param, "--seed", str(SEED), "--out", str(out)],
-                          capture_output=True, text=True, timeout=120)
-    assert made.returncode == 0, made.stderr
+    make_tiny_checkpoint(out, request.param, SEED)
     return out, json.loads((out / "config.json").read_text())["text_config"]
 
 

@@ -13,9 +13,6 @@ unless tokens or top-k sets differ).
 from __future__ import annotations
 
 import os
-import pathlib
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -24,9 +21,8 @@ from reference.compare import compare_dumps, compare_logits, kl_divergence, rela
 from reference.dumps import Dump, merge_dumps
 from reference.model import Model
 from reference.weights import load_checkpoint
+from tiny_checkpoint_tool import make_tiny_checkpoint
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-TOOL = ROOT / "tools" / "make-tiny-checkpoint"
 SEED = int.from_bytes(os.urandom(4), "little")
 NOTE = f"(seed {SEED})"
 PROMPT, STEPS = 96, 32
@@ -50,9 +46,7 @@ def show_seed():
 def checkpoint(request, tmp_path_factory):
     """(checkpoint dir, reference config, reference weights, prompt ids)."""
     out = tmp_path_factory.mktemp(request.param) / "ckpt"
-    made = subprocess.run([sys.executable, str(TOOL), "--config", request.param, "--seed", str(SEED), "--out", str(out)],
-                          capture_output=True, text=True, timeout=120)
-    assert made.returncode == 0, made.stderr
+    make_tiny_checkpoint(out, request.param, SEED)
     config, weights = load_checkpoint(out)
     prompt = np.random.default_rng(SEED).integers(0, config.vocab_size, PROMPT).tolist()
     return out, config, weights, prompt

@@ -25,12 +25,13 @@ import os
 import pathlib
 import shutil
 import subprocess
-import sys
 
 import ml_dtypes  # noqa: F401 -- registers numpy's bfloat16 (the golden checkpoints store BF16 weights)
 import numpy as np
 import pytest
 import safetensors.numpy
+
+from tiny_checkpoint_tool import make_tiny_checkpoint
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests/data/golden/v4"
@@ -410,10 +411,7 @@ def test_faithful_state_bytes_follow_the_v4_records(faithful):
 def test_generated_tiny_v4_checkpoint_equals_the_reference(fkt, tmp_path):
     """The tiny-v4 preset of tools/make-tiny-checkpoint stores the released formats (FP8 128x128 tiles, MXFP4 experts,
     I32 tid2eid): the engine's faithful prefill + decode equals the reference's full forward."""
-    directory = tmp_path / "tiny-v4"
-    made = subprocess.run([sys.executable, str(ROOT / "tools" / "make-tiny-checkpoint"), "--config", "tiny-v4",
-                           "--seed", str(SEED), "--out", str(directory)], capture_output=True, text=True, timeout=120)
-    assert made.returncode == 0, made.stderr
+    directory = make_tiny_checkpoint(tmp_path / "tiny-v4", "tiny-v4", SEED)
     config = json.loads((directory / "config.json").read_text(encoding="utf-8"))
     engine = fkt.load_cpu_engine(str(directory), "faithful", 2)
 

@@ -10,13 +10,13 @@ import json
 import os
 import pathlib
 import subprocess
-import sys
 
 import numpy as np
 from safetensors import safe_open
 from safetensors.numpy import save_file
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+from tiny_checkpoint_tool import make_tiny_checkpoint
+
 SEED = int.from_bytes(os.urandom(4), "little")
 
 
@@ -25,10 +25,7 @@ def run(*args) -> subprocess.CompletedProcess:
 
 
 def make_checkpoint(out: pathlib.Path) -> pathlib.Path:
-    result = run(sys.executable, ROOT / "tools" / "make-tiny-checkpoint", "--config", "tiny-v41", "--seed", SEED,
-                 "--shards", 3, "--out", out)
-    assert result.returncode == 0, f"seed {SEED}: {result.stderr}"
-    return out
+    return make_tiny_checkpoint(out, "tiny-v41", SEED, "--shards", "3")
 
 
 def test_info_lists_every_tensor_as_the_safetensors_package_reads_it(cli, tmp_path):

@@ -13,7 +13,6 @@ import os
 import pathlib
 import shutil
 import struct
-import subprocess
 import sys
 
 import ml_dtypes
@@ -29,6 +28,7 @@ SEED = int.from_bytes(os.urandom(4), "little")
 sys.path.insert(0, str(ROOT / "tools"))
 from tiny_checkpoint import load_config  # noqa: E402
 from tiny_checkpoint.inventory import checkpoint_inventory  # noqa: E402
+from tiny_checkpoint_tool import make_tiny_checkpoint  # noqa: E402
 
 STORAGE_OF_TOOL = {"fp8_block32": "fp8_block32", "fp8_block128": "fp8_block128", "i32": "integer_table",
                    "mxfp4": "mxfp4", "fp8_rows32": "fp8_rows32",
@@ -36,11 +36,7 @@ STORAGE_OF_TOOL = {"fp8_block32": "fp8_block32", "fp8_block128": "fp8_block128",
 
 
 def generate(out: pathlib.Path, config: str, *extra: str) -> pathlib.Path:
-    tool = ROOT / "tools" / "make-tiny-checkpoint"
-    result = subprocess.run([sys.executable, str(tool), "--config", config, "--seed", str(SEED), "--out", str(out),
-                             *extra], capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, f"seed {SEED}: {result.stderr}"
-    return out
+    return make_tiny_checkpoint(out, config, SEED, *extra)
 
 
 @pytest.fixture(scope="module")

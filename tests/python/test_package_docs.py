@@ -14,6 +14,8 @@ import sys
 
 import pytest
 
+from tiny_checkpoint_tool import make_tiny_checkpoint
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "python"
 SEED = int(os.environ.get("FLASHKV_TEST_SEED") or int.from_bytes(os.urandom(4), "little"))
@@ -21,10 +23,7 @@ SEED = int(os.environ.get("FLASHKV_TEST_SEED") or int.from_bytes(os.urandom(4), 
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("tiny-v41")
-    subprocess.run([sys.executable, str(ROOT / "tools" / "make-tiny-checkpoint"), "--config", "tiny-v41", "--seed",
-                    str(SEED), "--out", str(directory), "--overwrite"], check=True, capture_output=True, timeout=120)
-    return directory
+    return make_tiny_checkpoint(tmp_path_factory.mktemp("tiny-v41"), "tiny-v41", SEED, "--overwrite")
 
 
 def run_example(name: str, *args, cwd: pathlib.Path) -> subprocess.CompletedProcess:

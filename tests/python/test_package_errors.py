@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-import pathlib
 import shutil
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+from tiny_checkpoint_tool import make_tiny_checkpoint
+
 SEED = int(os.environ.get("FLASHKV_TEST_SEED") or int.from_bytes(os.urandom(4), "little"))
 
 
@@ -27,10 +25,7 @@ def show_seed():
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
-    directory = tmp_path_factory.mktemp("tiny-v41")
-    subprocess.run([sys.executable, str(ROOT / "tools" / "make-tiny-checkpoint"), "--config", "tiny-v41", "--seed",
-                    str(SEED), "--out", str(directory), "--overwrite"], check=True, capture_output=True, timeout=120)
-    return directory
+    return make_tiny_checkpoint(tmp_path_factory.mktemp("tiny-v41"), "tiny-v41", SEED, "--overwrite")
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,8 @@ import sys
 import numpy as np
 import pytest
 
+from tiny_checkpoint_tool import make_tiny_checkpoint
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SEED = int(os.environ.get("FLASHKV_TEST_SEED") or int.from_bytes(os.urandom(4), "little"))
 CONFIGS = ["tiny-v41", "tiny-v41-alt"]
@@ -32,14 +34,7 @@ def show_seed():
 
 @pytest.fixture(scope="module")
 def checkpoints(tmp_path_factory):
-    out = {}
-    for name in CONFIGS:
-        directory = tmp_path_factory.mktemp(name)
-        subprocess.run([sys.executable, str(ROOT / "tools" / "make-tiny-checkpoint"), "--config", name, "--seed",
-                        str(SEED), "--out", str(directory), "--overwrite"], check=True, capture_output=True,
-                       timeout=120)
-        out[name] = directory
-    return out
+    return {name: make_tiny_checkpoint(tmp_path_factory.mktemp(name), name, SEED, "--overwrite") for name in CONFIGS}
 
 
 @pytest.fixture(scope="module")

@@ -34,6 +34,7 @@ from reference.config_v4 import (
     layer_plan_v4,
     window_bytes_per_session_v4,
 )
+from tiny_checkpoint_tool import make_tiny_checkpoint
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests/data/golden/v4"
@@ -48,10 +49,7 @@ def show_seed():
 
 @pytest.fixture(scope="module")
 def tiny_v4(tmp_path_factory) -> pathlib.Path:
-    directory = tmp_path_factory.mktemp("tiny-v4")
-    subprocess.run([sys.executable, str(ROOT / "tools" / "make-tiny-checkpoint"), "--config", "tiny-v4", "--seed",
-                    str(SEED), "--out", str(directory), "--overwrite"], check=True, capture_output=True, timeout=120)
-    return directory
+    return make_tiny_checkpoint(tmp_path_factory.mktemp("tiny-v4"), "tiny-v4", SEED, "--overwrite")
 
 
 def checkpoint(name: str, tiny_v4: pathlib.Path) -> pathlib.Path:

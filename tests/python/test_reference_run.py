@@ -25,6 +25,7 @@ from reference.dumps import Dump
 from reference.model import Model
 from reference.presets import TINY, preset
 from reference.weights import WeightError, load_checkpoint, random_weights
+from tiny_checkpoint_tool import make_tiny_checkpoint
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TOOL = ROOT / "tools" / "make-tiny-checkpoint"
@@ -38,10 +39,7 @@ def show_seed():
 
 def make_checkpoint(out: pathlib.Path, config: str = "tiny-v41", *extra: str) -> pathlib.Path:
     assert TOOL.exists(), f"{TOOL} missing: the checkpoint generator is part of the repository"
-    result = subprocess.run([sys.executable, str(TOOL), "--config", config, "--seed", str(SEED), "--out", str(out),
-                             *extra], capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
-    return out
+    return make_tiny_checkpoint(out, config, SEED, *extra)
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:

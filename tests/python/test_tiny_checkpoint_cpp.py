@@ -9,23 +9,19 @@ import os
 import pathlib
 import struct
 import subprocess
-import sys
 
 import ml_dtypes
 import numpy as np
 import pytest
 from safetensors import safe_open
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-TOOL = ROOT / "tools" / "make-tiny-checkpoint"
+from tiny_checkpoint_tool import make_tiny_checkpoint
+
 SEED = int.from_bytes(os.urandom(4), "little")
 
 
 def generate(out: pathlib.Path, config: str, *options: str) -> pathlib.Path:
-    result = subprocess.run([sys.executable, str(TOOL), "--config", config, "--seed", str(SEED), "--out", str(out),
-                             *options], capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, f"seed {SEED}: {result.stderr}"
-    return out
+    return make_tiny_checkpoint(out, config, SEED, *options)
 
 
 def headers(directory: pathlib.Path) -> dict[str, dict]:
