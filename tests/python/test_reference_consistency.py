@@ -22,6 +22,7 @@ from reference.model import Model
 from reference.presets import preset
 from reference.topk import topk_equivalent
 from reference.weights import random_weights
+from reference_calls import run_calls
 
 PROMPT, STEPS = 96, 32
 SEED = int.from_bytes(os.urandom(4), "little")
@@ -40,15 +41,9 @@ def show_seed():
     print(f"seed {SEED}")  # pytest shows it for a failing test
 
 
-def decode_run(model: Model, prompt, steps, dumps: bool = True):
-    """Prefill `prompt`, then one forward per token of `steps`; returns logits [rows, V] and merged dumps."""
-    state = model.new_state()
-    collected = [Dump()]
-    logits = [model.forward(state, prompt, collected[0])]
-    for token in steps:
-        collected.append(Dump())
-        logits.append(model.forward(state, [token], collected[-1]))
-    return np.concatenate(logits), merge_dumps([d.arrays for d in collected]), state
+def decode_run(model: Model, prompt, steps):
+    """Prefill `prompt`, then one forward per token of `steps`; returns logits [rows, V], merged dumps, state."""
+    return run_calls(model, np.concatenate([prompt, steps]), [len(prompt)] + [1] * len(steps))
 
 
 def greedy_decode_run(model: Model, prompt, steps: int):
@@ -66,9 +61,7 @@ def greedy_decode_run(model: Model, prompt, steps: int):
 
 
 def full_run(model: Model, ids):
-    dump = Dump()
-    state = model.new_state()
-    return model.forward(state, ids, dump), dump.arrays, state
+    return run_calls(model, ids, [len(ids)])
 
 
 def index_layers(model: Model) -> list[int]:
@@ -118,15 +111,12 @@ def test_chunked_prefill_with_odd_chunks_equals_the_full_forward(tiny, mode):
     model = Model(config, weights, mode)
     full, full_dump, _ = full_run(model, ids[:PROMPT])
     chunks = [7, 1, 13, 3, 29, 11, 32]  # odd boundaries leave ratio-2 groups open across calls
-    state, logits, dumps, start = model.new_state(), [], [], 0
-    for size in chunks:
-        dump = Dump()
-        logits.append(model.forward(state, ids[start : start + size], dump))
-        dumps.append(dump.arrays)
-        start += size
-        if start % 2:
-            assert state.pending[2] is not None and state.pending[2].position == start - 1
-    chunked, chunked_dump = np.concatenate(logits), merge_dumps(dumps)
+
+    def pending_group_open(state, end):
+        if end % 2:
+            assert state.pending[2] is not None and state.pending[2].position == end - 1
+
+    chunked, chunked_dump, _ = run_calls(model, ids, chunks, pending_group_open)
     if mode == "clean":
         assert relative_error(full, chunked) <= 1e-9
     else:

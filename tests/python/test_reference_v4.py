@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import subprocess
 
 import ml_dtypes
 import numpy as np
@@ -28,7 +27,7 @@ from reference.compare import main as compare_main
 from reference.config import ConfigError
 from reference.config_v4 import (config_v4_from_dict, global_kv_bytes_per_token_v4, index_key_bytes_v4,
                                  kv_row_bytes_v4, layer_plan_v4, window_bytes_per_session_v4)
-from reference.dumps import Dump, merge_dumps
+from reference.dumps import Dump
 from reference.model import ModelError
 from reference.model_v4 import ModelV4
 from reference.numerics_v4 import hadamard
@@ -37,6 +36,8 @@ from reference.run import main as run_main
 from reference.topk import topk_equivalent
 from reference.weights import load_checkpoint
 from reference.weights_v4 import random_weights_v4
+from reference_calls import run_calls
+from tiny_checkpoint_tool import make_tiny_checkpoint
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests/data/golden/v4"
@@ -133,17 +134,6 @@ def test_plan_and_bytes_agree_with_flashkv_info(path, flashkv_info):
 
 # ---------------------------------------------------------------------------------------------------------
 # consistency laws
-
-
-def run_calls(model: ModelV4, ids, sizes):
-    """One forward per chunk of `sizes`; logits rows, merged dumps, final state."""
-    state, logits, dumps, start = model.new_state(), [], [], 0
-    for size in sizes:
-        dump = Dump()
-        logits.append(model.forward(state, ids[start : start + size], dump))
-        dumps.append(dump.arrays)
-        start += size
-    return np.concatenate(logits), merge_dumps(dumps), state
 
 
 def assert_same_run(model, full, full_dump, full_state, other, other_dump, other_state, exact_tol):
@@ -347,10 +337,7 @@ def test_golden_file_of_a_v4_run_compares_equal_to_itself_and_unequal_to_another
 def test_a_generated_tiny_v4_checkpoint_runs(tmp_path):
     """tools/make-tiny-checkpoint's deepseek_v4 output (FP8 128x128 tiles, MXFP4 experts, I32 tid2eid) loads and
     runs in both numerics (the loader and the generator agree on names, shapes and storage)."""
-    tool = ROOT / "tools" / "make-tiny-checkpoint"
-    result = subprocess.run([str(tool), "--config", "tiny-v4", "--seed", str(SEED % 1000), "--out", str(tmp_path)],
-                            capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
+    make_tiny_checkpoint(tmp_path, "tiny-v4", SEED % 1000)
     config, weights = load_checkpoint(tmp_path)
     assert {"csa", "hca", "swa"} <= set(config.layer_kinds) and config.hash_layer_ids
     assert all(np.isfinite(w).all() for w in weights.values())

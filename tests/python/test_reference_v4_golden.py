@@ -18,9 +18,10 @@ import numpy as np
 import pytest
 import safetensors.numpy
 
-from reference.dumps import Dump, merge_dumps
+from reference.dumps import Dump
 from reference.model_v4 import ModelV4
 from reference.weights import load_checkpoint
+from reference_calls import run_calls
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests/data/golden/v4"
@@ -91,14 +92,7 @@ def test_prefill_then_decode_equals_transformers(case):
     name, model, golden, meta = case
     ids = golden["input_ids"].astype(np.int64)
     prefill = meta["prefill_len"]
-    state = model.new_state()
-    dumps = [Dump()]
-    logits = [model.forward(state, ids[:prefill], dumps[0])]
-    for token in ids[prefill:]:
-        dumps.append(Dump())
-        logits.append(model.forward(state, [token], dumps[-1]))
-    logits = np.concatenate(logits)
-    dump = merge_dumps([d.arrays for d in dumps])
+    logits, dump, _ = run_calls(model, ids, [prefill] + [1] * (ids.shape[0] - prefill))
     positions = np.arange(ids.shape[0])
     check_rows(name, "prefill + decode", logits, golden["logits_full"], positions, dump, golden)
     decode = golden["logits_decode"]
@@ -111,14 +105,8 @@ def test_chunked_prefill_equals_transformers(case):
     ids = golden["input_ids"].astype(np.int64)
     chunks = meta["chunks"]
     assert sum(chunks) == ids.shape[0] and any(size % 4 for size in chunks)  # windows left open across calls
-    state, logits, dumps, start = model.new_state(), [], [], 0
-    for size in chunks:
-        dump = Dump()
-        logits.append(model.forward(state, ids[start : start + size], dump))
-        dumps.append(dump.arrays)
-        start += size
-    check_rows(name, "chunked prefill", np.concatenate(logits), golden["logits_full"], np.arange(start),
-               merge_dumps(dumps), golden)
+    logits, dumps, _ = run_calls(model, ids, chunks)
+    check_rows(name, "chunked prefill", logits, golden["logits_full"], np.arange(ids.shape[0]), dumps, golden)
 
 
 def test_the_golden_data_binds_every_mechanism(case):
