@@ -199,30 +199,18 @@ def random_weights(rng, rows, cols):
     return w
 
 
+@pytest.mark.parametrize("fmt", ["fp8_block32", "fp8_rows32"])
 @pytest.mark.parametrize("rows,cols", WEIGHT_SHAPES)
-def test_fp8_block32_matches_formats_py(fkt, rng, rows, cols):
+def test_fp8_formats_match_formats_py(fkt, rng, rows, cols, fmt):
     w = random_weights(rng, rows, cols)
-    q, s = fkt.quantize_fp8_block32(w)
-    q_ref, s_ref = formats.quantize_fp8_block32(w)
-    assert_bytes_equal(q, q_ref, "fp8_block32 codes")
-    assert_bytes_equal(s, s_ref, "fp8_block32 scales")
+    q, s = getattr(fkt, f"quantize_{fmt}")(w)
+    q_ref, s_ref = getattr(formats, f"quantize_{fmt}")(w)
+    assert_bytes_equal(q, q_ref, f"{fmt} codes")
+    assert_bytes_equal(s, s_ref, f"{fmt} scales")
     codes = rng.integers(0, 256, (rows, cols), dtype=np.uint8)
     scales = rng.integers(100, 150, s.shape, dtype=np.uint8)
-    assert_floats_equal(fkt.dequantize_fp8_block32(codes, scales), formats.dequantize_fp8_block32(codes, scales),
-                        "dequantize_fp8_block32")
-
-
-@pytest.mark.parametrize("rows,cols", WEIGHT_SHAPES)
-def test_fp8_rows32_matches_formats_py(fkt, rng, rows, cols):
-    t = random_weights(rng, rows, cols)
-    q, s = fkt.quantize_fp8_rows32(t)
-    q_ref, s_ref = formats.quantize_fp8_rows32(t)
-    assert_bytes_equal(q, q_ref, "fp8_rows32 codes")
-    assert_bytes_equal(s, s_ref, "fp8_rows32 scales")
-    codes = rng.integers(0, 256, (rows, cols), dtype=np.uint8)
-    scales = rng.integers(100, 150, s.shape, dtype=np.uint8)
-    assert_floats_equal(fkt.dequantize_fp8_rows32(codes, scales), formats.dequantize_fp8_rows32(codes, scales),
-                        "dequantize_fp8_rows32")
+    assert_floats_equal(getattr(fkt, f"dequantize_{fmt}")(codes, scales),
+                        getattr(formats, f"dequantize_{fmt}")(codes, scales), f"dequantize_{fmt}")
 
 
 @pytest.mark.parametrize("rows,cols", [(1, 32), (7, 64), (33, 96), (64, 256)])
