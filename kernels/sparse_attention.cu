@@ -112,6 +112,17 @@ __device__ inline void mma_bf16(float* d, const uint32_t (&a)[4], uint32_t b0, u
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
+// Named barrier 1 over the whole CTA (barrier 0 is __syncthreads): one warpgroup publishes shared-memory
+// stores with arrive (no wait), the other waits with sync; bar.arrive orders the arriving thread's prior
+// shared accesses before the waiters continue.
+constexpr int kHalvesBarrier = 1;
+__device__ inline void named_barrier_arrive(int id) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(kThreads) : "memory");
+}
+__device__ inline void named_barrier_sync(int id) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(kThreads) : "memory");
+}
+
 // Keeps the compiler from moving accesses of an accumulator across wgmma issue/wait.
 [[maybe_unused]] __device__ inline void fence_register(float& r) {
   asm volatile("" : "+f"(r)::"memory");
@@ -312,13 +323,13 @@ __device__ inline void prefetch_records(const SparseAttentionArgs& args, const i
 // ---- dequantization of one key tile
 // ------------------------------------------------------------------------
 
-// One thread's share of a tile of kKeys keys in flight: raw codes and the decoded block scale of each
-// 16-channel chunk.
+// One thread's share of a tile of kKeys keys in flight: raw codes and the raw block-scale byte of each
+// 16-channel chunk (E8M0 for window rows, E4M3 for entries), decoded only when the tile is stored.
 template <int kKeys>
 struct TileRecords {
   static constexpr int kChunks = kKeys * kChunksPerKey / kThreads;
   uint4 codes[kChunks];
-  float scale[kChunks];
+  uint32_t scale_code[kChunks];
 };
 
 struct KeySource {
@@ -328,14 +339,17 @@ struct KeySource {
   int total;
 };
 
-// Chunk i of this thread: key (tid + 256 i) / 32 of the tile, 16-channel chunk (tid mod 32). A warp reads
-// one key row's record contiguously.
 // The E4M3 value of `code` (NaN codes give NaN): the hardware E4M3 -> f16 conversion is exact.
 __device__ inline float e4m3_value(uint8_t code) {
   const __half_raw h = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(code), __NV_E4M3);
   return __half2float(__half(h));
 }
 
+// Chunk i of this thread: key (tid + 256 i) / 32 of the tile, 16-channel chunk (tid mod 32). A warp reads
+// one key row's record contiguously. Keys past the row's end get codes and scale byte 0 (they decode to 0).
+// Nothing here consumes a loaded value, so all of a thread's record reads are in flight together: round 4's
+// ncu/SASS reading found the scale decoded right after its load inside each chunk's branch, which made the
+// 8 loads of a 64-key tile 8 memory latencies in a row (~7K cycles per tile, the whole per-tile time).
 template <int kKeys>
 __device__ inline void load_tile(const Layout& s, const KeySource& src, int tile, TileRecords<kKeys>& r) {
 #pragma unroll
@@ -343,18 +357,23 @@ __device__ inline void load_tile(const Layout& s, const KeySource& src, int tile
     const int q = static_cast<int>(threadIdx.x) + i * kThreads;
     const int t = tile * kKeys + q / kChunksPerKey;
     const int chunk = q % kChunksPerKey;
-    r.codes[i] = make_uint4(0, 0, 0, 0);
-    r.scale[i] = 0.0f;
-    if (t < src.window_keys) {
-      const uint8_t* record = src.window_records + static_cast<size_t>(s.keys[t]) * kFp8RecordBytes;
-      r.codes[i] = __ldg(reinterpret_cast<const uint4*>(record + chunk * kChunk));
-      r.scale[i] = numeric::e8m0_to_float(__ldg(record + kDim + chunk / 2));
-    } else if (t < src.total) {
-      const uint8_t* record = src.entry_records + static_cast<size_t>(s.keys[t]) * kNvfp4RecordBytes;
-      const uint2 codes = __ldg(reinterpret_cast<const uint2*>(record + chunk * (kChunk / 2)));
-      r.codes[i] = make_uint4(codes.x, codes.y, 0, 0);
-      r.scale[i] = e4m3_value(__ldg(record + kDim / 2 + chunk));
+    uint4 codes = make_uint4(0, 0, 0, 0);
+    uint32_t scale_code = 0;
+    if (t < src.total) {
+      const auto index = static_cast<size_t>(s.keys[t]);
+      if (t < src.window_keys) {
+        const uint8_t* record = src.window_records + index * kFp8RecordBytes;
+        codes = __ldg(reinterpret_cast<const uint4*>(record + chunk * kChunk));
+        scale_code = __ldg(record + kDim + chunk / 2);
+      } else {
+        const uint8_t* record = src.entry_records + index * kNvfp4RecordBytes;
+        const uint2 half = __ldg(reinterpret_cast<const uint2*>(record + chunk * (kChunk / 2)));
+        codes = make_uint4(half.x, half.y, 0, 0);
+        scale_code = __ldg(record + kDim / 2 + chunk);
+      }
     }
+    r.codes[i] = codes;
+    r.scale_code[i] = scale_code;
   }
 }
 
@@ -397,13 +416,15 @@ __device__ inline void e4m3x4_to_bf16(uint32_t codes, uint32_t scale_pair, uint3
 }
 
 // Decodes the loaded chunks to BF16 (exact: E4M3·2^e and E2M1·E4M3 have at most 6 significant bits) into the
-// tile buffer. Keys past the row's end decode to zeros (codes and scale 0), so P·V never meets stale data.
+// tile buffer. Keys past the row's end decode to zeros (codes 0), so P·V never meets stale data.
 // kFastDecode: both formats decoded in BF16 pairs (e4m3x4_to_bf16, e2m1x8_to_bf16: ~2.5 instructions per
-// channel); otherwise through the fp32 decoders of kv_element_codecs.cuh (~6-10), kept as the reference path.
-// Decodes one 16-channel chunk (codes and block scale of `key`'s record) into the tile buffer as BF16.
+// channel); otherwise through the fp32 decoders of kv_element_codecs.cuh (~6-10), kept for the mma.sync path.
+// Decodes one 16-channel chunk (codes and block-scale byte of `key`'s record) into the tile buffer as BF16.
 template <int kKeys, bool kFastDecode>
-__device__ inline void decode_store_chunk(uint8_t* buffer, int key, int chunk, uint4 codes, float scale,
-                                          bool fp8) {
+__device__ inline void decode_store_chunk(uint8_t* buffer, int key, int chunk, uint4 codes,
+                                          uint32_t scale_code, bool fp8) {
+  const auto code = static_cast<uint8_t>(scale_code);
+  const float scale = fp8 ? numeric::e8m0_to_float(code) : e4m3_value(code);
   const uint32_t words[4] = {codes.x, codes.y, codes.z, codes.w};
   uint4 lo, hi;
   if (kFastDecode) {
@@ -451,55 +472,30 @@ __device__ inline void decode_store_chunk(uint8_t* buffer, int key, int chunk, u
   *reinterpret_cast<uint4*>(buffer + tile_offset<kKeys>(key, 2 * chunk + 1)) = hi;
 }
 
-// kFormat: 0 keys of both kinds, 1 window rows (FP8) only, 2 entries (or padding) only. kCompact: a rolled
-// loop over the thread's chunks (the records rotate through registers so every index stays constant): an
-// eighth of the code, a few more instructions.
-template <int kKeys, bool kFastDecode, int kFormat, bool kCompact>
+// kFormat: 0 keys of both kinds, 1 window rows (FP8) only, 2 entries (or padding) only.
+template <int kKeys, bool kFastDecode, int kFormat>
 __device__ inline void store_chunks(uint8_t* buffer, const KeySource& src, int tile,
                                     const TileRecords<kKeys>& r) {
-  constexpr int kChunks = TileRecords<kKeys>::kChunks;
-  const auto chunk_of = [&](int i, int& key, int& chunk) {
+#pragma unroll
+  for (int i = 0; i < TileRecords<kKeys>::kChunks; ++i) {
     const int q = static_cast<int>(threadIdx.x) + i * kThreads;
-    key = q / kChunksPerKey;
-    chunk = q % kChunksPerKey;
-  };
-  const auto is_fp8 = [&](int key) {
-    return kFormat == 1 || (kFormat == 0 && tile * kKeys + key < src.window_keys);
-  };
-  if constexpr (kCompact) {
-    TileRecords<kKeys> w = r;
-#pragma unroll 1
-    for (int i = 0; i < kChunks; ++i) {
-      int key, chunk;
-      chunk_of(i, key, chunk);
-      decode_store_chunk<kKeys, kFastDecode>(buffer, key, chunk, w.codes[0], w.scale[0], is_fp8(key));
-#pragma unroll
-      for (int j = 0; j + 1 < kChunks; ++j) {
-        w.codes[j] = w.codes[j + 1];
-        w.scale[j] = w.scale[j + 1];
-      }
-    }
-  } else {
-#pragma unroll
-    for (int i = 0; i < kChunks; ++i) {
-      int key, chunk;
-      chunk_of(i, key, chunk);
-      decode_store_chunk<kKeys, kFastDecode>(buffer, key, chunk, r.codes[i], r.scale[i], is_fp8(key));
-    }
+    const int key = q / kChunksPerKey;
+    const bool fp8 = kFormat == 1 || (kFormat == 0 && tile * kKeys + key < src.window_keys);
+    decode_store_chunk<kKeys, kFastDecode>(buffer, key, q % kChunksPerKey, r.codes[i], r.scale_code[i], fp8);
   }
 }
 
 // The tile's format is uniform except at the window/entry boundary: one decoder per tile keeps the loop's
 // executed code small.
-template <int kKeys, bool kFastDecode = true, bool kCompact = false>
+template <int kKeys, bool kFastDecode = true>
 __device__ inline void store_tile(uint8_t* buffer, const KeySource& src, int tile,
                                   const TileRecords<kKeys>& r) {
   if (tile * kKeys >= src.window_keys) {
-    store_chunks<kKeys, kFastDecode, 2, kCompact>(buffer, src, tile, r);
+    store_chunks<kKeys, kFastDecode, 2>(buffer, src, tile, r);
   } else if ((tile + 1) * kKeys <= src.window_keys) {
-    store_chunks<kKeys, kFastDecode, 1, kCompact>(buffer, src, tile, r);
+    store_chunks<kKeys, kFastDecode, 1>(buffer, src, tile, r);
   } else {
-    store_chunks<kKeys, kFastDecode, 0, kCompact>(buffer, src, tile, r);
+    store_chunks<kKeys, kFastDecode, 0>(buffer, src, tile, r);
   }
   fence_proxy_async();  // the wgmma variant reads the tile through the async proxy
 }
@@ -525,7 +521,7 @@ __device__ inline void load_q_fragments(const uint16_t* q_row, int head0, int di
 // ---- phase 1: raw logits S = Q·Kᵀ
 // --------------------------------------------------------------------------
 
-template <bool kWgmma, bool kCompact = false>
+template <bool kWgmma>
 __device__ void compute_logits(const Layout& s, const KeySource& src, const uint16_t* q_row, int tiles) {
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
@@ -541,7 +537,7 @@ __device__ void compute_logits(const Layout& s, const KeySource& src, const uint
   TileRecords<kTileKeys> records;
   if (tiles > 0) load_tile(s, src, 0, records);
   for (int tile = 0; tile < tiles; ++tile) {
-    store_tile<kTileKeys, kWgmma, kCompact>(s.tile, src, tile, records);
+    store_tile<kTileKeys, kWgmma>(s.tile, src, tile, records);
     __syncthreads();  // tile complete; the previous tile's partial sums are in
     if (tile + 1 < tiles) load_tile(s, src, tile + 1, records);
 
@@ -604,8 +600,9 @@ __device__ void compute_logits(const Layout& s, const KeySource& src, const uint
 }
 
 // Pipelined wgmma (32-key tiles in two buffers): the tensor cores multiply tile t while every thread
-// dequantizes tile t + 1 into the other buffer. The two warpgroups' half dot products meet in shared memory
-// through atomic adds onto zeroed logits (a + b from 0 in either order is the same sum).
+// dequantizes tile t + 1 into the other buffer. The two warpgroups' half dot products meet in shared memory:
+// warpgroup 0 stores its half and arrives on a named barrier, warpgroup 1 waits there and adds its half
+// (round 4 used shared fp32 atomics: a CAS loop per element).
 __device__ void compute_logits_pipelined(const Layout& s, const KeySource& src, const uint16_t* q_row,
                                          int tiles) {
   constexpr int kKeys = kPipelinedKeys;
@@ -615,11 +612,7 @@ __device__ void compute_logits_pipelined(const Layout& s, const KeySource& src, 
   const int g = lane / 4, c = lane % 4;
   const int head0 = 16 * (warp & 3);
   const int dim0 = 256 * (warp >> 2);
-
-  // zero the logits the tiles will add into
-  const int logit_words = kHeads * s.key_stride / 4;
-  for (int i = static_cast<int>(threadIdx.x); i < logit_words; i += kThreads)
-    reinterpret_cast<float4*>(s.logits)[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  const bool second_half = (warp >> 2) != 0;
 
   uint32_t qa[16][4];
   load_q_fragments(q_row, head0, dim0, qa);
@@ -630,7 +623,7 @@ __device__ void compute_logits_pipelined(const Layout& s, const KeySource& src, 
   if (tiles > 0) load_tile(s, src, 0, even);
   if (tiles > 1) load_tile(s, src, 1, odd);
   if (tiles > 0) store_tile<kKeys>(s.tile, src, 0, even);
-  __syncthreads();  // tile 0 and the zeroed logits
+  __syncthreads();  // tile 0 stored
   const auto step = [&](int tile, const TileRecords<kKeys>& next, TileRecords<kKeys>& spare) {
     const uint32_t buffer = smem_address(s.tile) + static_cast<uint32_t>((tile & 1) * kBufferBytes);
     float acc[16];
@@ -650,15 +643,30 @@ __device__ void compute_logits_pipelined(const Layout& s, const KeySource& src, 
     wgmma_wait_all();
 #pragma unroll
     for (int i = 0; i < 16; ++i) fence_register(acc[i]);
+    if (!second_half) {
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
+      for (int j = 0; j < 4; ++j) {
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int h = head0 + g + 8 * half;
-        float* slot =
-            s.logits + static_cast<size_t>(h) * s.key_stride + logit_column(h, tile * kKeys + 8 * j + 2 * c);
-        atomicAdd(slot, acc[4 * j + 2 * half]);
-        atomicAdd(slot + 1, acc[4 * j + 2 * half + 1]);
+        for (int half = 0; half < 2; ++half) {
+          const int h = head0 + g + 8 * half;
+          *reinterpret_cast<float2*>(s.logits + static_cast<size_t>(h) * s.key_stride +
+                                     logit_column(h, tile * kKeys + 8 * j + 2 * c)) =
+              make_float2(acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1]);
+        }
+      }
+      named_barrier_arrive(kHalvesBarrier);
+    } else {
+      named_barrier_sync(kHalvesBarrier);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int h = head0 + g + 8 * half;
+          float2* slot = reinterpret_cast<float2*>(s.logits + static_cast<size_t>(h) * s.key_stride +
+                                                   logit_column(h, tile * kKeys + 8 * j + 2 * c));
+          const float2 first = *slot;
+          *slot = make_float2(first.x + acc[4 * j + 2 * half], first.y + acc[4 * j + 2 * half + 1]);
+        }
       }
     }
     __syncthreads();  // next buffer complete; this buffer free again
@@ -683,50 +691,72 @@ __device__ inline float exp2_approx(float x) {
   return y;
 }
 
+// Each warp takes 8 head rows, two at a time: the two rows' loads, shuffle chains and exps are independent
+// and interleave (round 4: one row at a time, with a global load of the sink per row, took ~5x the
+// instruction count). The sinks of the warp's rows are read once, up front.
 __device__ void compute_probabilities(const Layout& s, int total, int tiles, const float* sink, float scale) {
   constexpr float kLog2e = 1.4426950408889634f;
+  constexpr int kRows = 2;              // rows in flight per warp
   const float scale2 = scale * kLog2e;  // logits in base 2
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
-  for (int h = warp * 8; h < warp * 8 + 8; ++h) {
-    const float* row = s.logits + static_cast<size_t>(h) * s.key_stride;
-    const float sink2 = sink[h] * kLog2e;
-    float2 e[kMaxTiles];
-    float peak = sink2;
+  const float lane_sink = lane < 8 ? sink[warp * 8 + lane] * kLog2e : 0.0f;
+  for (int first = 0; first < 8; first += kRows) {
+    float2 e[kRows][kMaxTiles];
+    float peak[kRows], sink2[kRows], sum[kRows];
 #pragma unroll
-    for (int i = 0; i < kMaxTiles; ++i) {
-      const int t = i * kTileKeys + 2 * lane;
-      e[i] = make_float2(-INFINITY, -INFINITY);
-      if (i < tiles) {
-        const float2 raw = *reinterpret_cast<const float2*>(row + logit_column(h, t));
-        if (t < total) e[i].x = raw.x * scale2;
-        if (t + 1 < total) e[i].y = raw.y * scale2;
-        peak = fmaxf(peak, fmaxf(e[i].x, e[i].y));
+    for (int j = 0; j < kRows; ++j) {
+      const int h = warp * 8 + first + j;
+      const float* row = s.logits + static_cast<size_t>(h) * s.key_stride;
+      sink2[j] = __shfl_sync(0xffffffffu, lane_sink, first + j);
+      peak[j] = sink2[j];
+#pragma unroll
+      for (int i = 0; i < kMaxTiles; ++i) {
+        const int t = i * kTileKeys + 2 * lane;
+        e[j][i] = make_float2(-INFINITY, -INFINITY);
+        if (i < tiles) {
+          const float2 raw = *reinterpret_cast<const float2*>(row + logit_column(h, t));
+          if (t < total) e[j][i].x = raw.x * scale2;
+          if (t + 1 < total) e[j][i].y = raw.y * scale2;
+          peak[j] = fmaxf(peak[j], fmaxf(e[j][i].x, e[j][i].y));
+        }
       }
     }
 #pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2)
-      peak = fmaxf(peak, __shfl_xor_sync(0xffffffffu, peak, offset));
-    float sum = 0.0f;
+    for (int offset = 16; offset > 0; offset /= 2) {
 #pragma unroll
-    for (int i = 0; i < kMaxTiles; ++i) {
-      if (i < tiles) {
-        e[i].x = exp2_approx(e[i].x - peak);  // 2^-inf = 0 for columns past the keys
-        e[i].y = exp2_approx(e[i].y - peak);
-        sum += e[i].x + e[i].y;
+      for (int j = 0; j < kRows; ++j) peak[j] = fmaxf(peak[j], __shfl_xor_sync(0xffffffffu, peak[j], offset));
+    }
+#pragma unroll
+    for (int j = 0; j < kRows; ++j) {
+      sum[j] = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kMaxTiles; ++i) {
+        if (i < tiles) {
+          e[j][i].x = exp2_approx(e[j][i].x - peak[j]);  // 2^-inf = 0 for columns past the keys
+          e[j][i].y = exp2_approx(e[j][i].y - peak[j]);
+          sum[j] += e[j][i].x + e[j][i].y;
+        }
       }
     }
     // butterfly: every lane adds the same two operands at each step, so all lanes hold the same sum
 #pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
-    const float inverse = __frcp_rn(sum + exp2_approx(sink2 - peak));
-    __syncwarp();  // every lane has read the row before it is overwritten by P
+    for (int offset = 16; offset > 0; offset /= 2) {
 #pragma unroll
-    for (int i = 0; i < kMaxTiles; ++i) {
-      if (i < tiles) {
-        const int t = i * kTileKeys + 2 * lane;
-        const uint32_t p = bf16x2_bits(e[i].x * inverse, e[i].y * inverse);
-        *reinterpret_cast<uint32_t*>(prob_chunk(s, h, t / 8) + (t % 8) * 2) = p;
+      for (int j = 0; j < kRows; ++j) sum[j] += __shfl_xor_sync(0xffffffffu, sum[j], offset);
+    }
+    __syncwarp();  // every lane has read the rows before they are overwritten by P
+#pragma unroll
+    for (int j = 0; j < kRows; ++j) {
+      const int h = warp * 8 + first + j;
+      const float inverse = __frcp_rn(sum[j] + exp2_approx(sink2[j] - peak[j]));
+#pragma unroll
+      for (int i = 0; i < kMaxTiles; ++i) {
+        if (i < tiles) {
+          const int t = i * kTileKeys + 2 * lane;
+          const uint32_t p = bf16x2_bits(e[j][i].x * inverse, e[j][i].y * inverse);
+          *reinterpret_cast<uint32_t*>(prob_chunk(s, h, t / 8) + (t % 8) * 2) = p;
+        }
       }
     }
   }
@@ -799,9 +829,6 @@ __device__ void compute_output_mma(const Layout& s, const KeySource& src, int ti
 
 // wgmma: warpgroup g owns all 64 heads x channels [256g, 256g + 256) (m64n256k16, 128 accumulators per
 // thread); warp w of the group supplies the P fragments of heads 16w.. from shared memory.
-// kSwapOffsets (diagnostic only): the MN-major descriptor with its two byte offsets exchanged, to test the
-// other reading of the canonical layout on the first GPU run.
-template <bool kSwapOffsets = false, bool kCompact = false>
 __device__ void compute_output_wgmma(const Layout& s, const KeySource& src, int tiles, uint16_t* out_row) {
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
@@ -817,7 +844,7 @@ __device__ void compute_output_wgmma(const Layout& s, const KeySource& src, int 
   TileRecords<kTileKeys> records;
   if (tiles > 0) load_tile(s, src, 0, records);
   for (int tile = 0; tile < tiles; ++tile) {
-    store_tile<kTileKeys, true, kCompact>(s.tile, src, tile, records);
+    store_tile<kTileKeys>(s.tile, src, tile, records);
     __syncthreads();
     if (tile + 1 < tiles) load_tile(s, src, tile + 1, records);
     uint32_t a[4][4];
@@ -832,9 +859,7 @@ __device__ void compute_output_wgmma(const Layout& s, const KeySource& src, int 
       // MN-major B: channels are N (64 per slab row, slabs kSlabBytes apart), keys 16ks.. are K (8-row
       // groups 1024 B apart)
       const uint32_t start = tile_base + static_cast<uint32_t>(4 * group * kSlabBytes + 16 * ks * 128);
-      const uint64_t descriptor = kSwapOffsets ? sw128_descriptor(start, 1024, kSlabBytes)
-                                               : sw128_descriptor(start, kSlabBytes, 1024);
-      wgmma_m64n256k16_tb(acc, a[ks], descriptor, 1);
+      wgmma_m64n256k16_tb(acc, a[ks], sw128_descriptor(start, kSlabBytes, 1024), 1);
     }
     wgmma_commit();
     wgmma_wait_all();
@@ -912,18 +937,16 @@ __device__ inline void profile_point(unsigned long long* profile, int point) {
   profile[5 + point] = ns;
 }
 
-// Phase implementations: 0 mma.sync, 1 wgmma, 2 pipelined wgmma, 3 (output only) wgmma with swapped
-// descriptor offsets, 5 wgmma with the compact (rolled) tile decoder (logits and output chosen separately, so
-// that a diagnostic variant can pin a fault on one phase).
-template <int kRequestedLogits, int kRequestedOutput>
+// Implementations: 0 mma.sync (the portable path: what the compute_90 PTX runs on a later device), 1 wgmma,
+// 2 pipelined wgmma (32-key tiles in two buffers).
+template <int kRequested>
 __global__ void __launch_bounds__(kThreads, 1)
     sparse_attention_kernel(SparseAttentionArgs args, int key_stride, float scale) {
-  constexpr int kLogits = kHaveWgmma ? kRequestedLogits : 0;
-  constexpr int kOutput = kHaveWgmma ? kRequestedOutput : 0;
+  constexpr int kImpl = kHaveWgmma ? kRequested : 0;
   // No static shared memory: the dynamic block then starts at the CTA's (1024-byte aligned) shared window,
   // which the swizzled wgmma tiles need.
   extern __shared__ __align__(1024) uint8_t smem[];
-  if constexpr (kLogits != 0 || kOutput != 0) {
+  if constexpr (kImpl != 0) {
     if ((smem_address(smem) & 1023u) != 0) {  // never seen; leaves the output unwritten rather than wrong
       if (threadIdx.x == 0 && blockIdx.x == 0)
         printf("sparse_attention: dynamic shared memory at %u is not 1024-byte aligned\n",
@@ -949,29 +972,23 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint16_t* q_row = args.q + row * kHeads * kDim;
   uint16_t* out_row = args.out + row * kHeads * kDim;
   const int small_tiles = (src.total + kPipelinedKeys - 1) / kPipelinedKeys;
-  if constexpr (kLogits == 2) {
+  if constexpr (kImpl == 2) {
     compute_logits_pipelined(s, src, q_row, small_tiles);
-  } else if constexpr (kLogits == 5) {
-    compute_logits<true, true>(s, src, q_row, tiles);
   } else {
-    compute_logits<kLogits == 1>(s, src, q_row, tiles);
+    compute_logits<kImpl == 1>(s, src, q_row, tiles);
   }
   TileRecords<kPipelinedKeys> even, odd;  // the pipelined P·V's first two tiles, loaded across the softmax
-  if constexpr (kOutput == 2) {
+  if constexpr (kImpl == 2) {
     if (small_tiles > 0) load_tile(s, src, 0, even);
     if (small_tiles > 1) load_tile(s, src, 1, odd);
   }
   profile_point(args.profile, 2);
   compute_probabilities(s, src.total, tiles, args.sink, scale);
   profile_point(args.profile, 3);
-  if constexpr (kOutput == 0) {
+  if constexpr (kImpl == 0) {
     compute_output_mma(s, src, tiles, out_row);
-  } else if constexpr (kOutput == 1) {
+  } else if constexpr (kImpl == 1) {
     compute_output_wgmma(s, src, tiles, out_row);
-  } else if constexpr (kOutput == 3) {
-    compute_output_wgmma<true>(s, src, tiles, out_row);
-  } else if constexpr (kOutput == 5) {
-    compute_output_wgmma<false, true>(s, src, tiles, out_row);
   } else {
     compute_output_pipelined(s, src, small_tiles, out_row, even, odd);
   }
@@ -1194,19 +1211,19 @@ size_t shared_bytes(int key_stride) {
 
 // Raises the kernel's shared-memory limit once per device (setting it on every call costs host time that
 // shows at small batches), at the largest size any call uses; then launches it.
-template <int kLogits, int kOutput>
+template <int kImpl>
 void launch(const SparseAttentionArgs& args, int key_stride, float scale, cudaStream_t stream) {
   static std::atomic<uint64_t> configured_devices{0};
   int device = 0;
   FKV_CUDA_CHECK(cudaGetDevice(&device));
   const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
   if (bit == 0 || (configured_devices.load(std::memory_order_acquire) & bit) == 0) {
-    FKV_CUDA_CHECK(cudaFuncSetAttribute(sparse_attention_kernel<kLogits, kOutput>,
+    FKV_CUDA_CHECK(cudaFuncSetAttribute(sparse_attention_kernel<kImpl>,
                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         static_cast<int>(shared_bytes(kSparseAttentionMaxKeys))));
     configured_devices.fetch_or(bit, std::memory_order_release);
   }
-  sparse_attention_kernel<kLogits, kOutput>
+  sparse_attention_kernel<kImpl>
       <<<static_cast<unsigned>(args.n), kThreads, shared_bytes(key_stride), stream>>>(args, key_stride,
                                                                                       scale);
   FKV_CUDA_CHECK_LAUNCH();
@@ -1278,33 +1295,21 @@ void sparse_attention(const SparseAttentionArgs& args, cudaStream_t stream, Spar
   const int key_stride = std::max(kTileKeys, (keys + kTileKeys - 1) / kTileKeys * kTileKeys);
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(kDim)));
   switch (variant) {
-    case SparseAttentionVariant::kMmaSync:
-      return launch<0, 0>(args, key_stride, scale, stream);
     case SparseAttentionVariant::kAuto:
       // measured on the H200 (2026-11-29, round 4): split keys is faster up to 16 rows (b1 40 us vs 105 us),
       // one CTA per row with wgmma from 32 rows on
       if (args.n <= 16 && runs_sm90a_code()) return launch_split(args, key_stride, scale, stream);
-      return launch<1, 1>(args, key_stride, scale, stream);
+      return launch<1>(args, key_stride, scale, stream);
     case SparseAttentionVariant::kWgmma:
-      return launch<1, 1>(args, key_stride, scale, stream);
+      return launch<1>(args, key_stride, scale, stream);
     case SparseAttentionVariant::kWgmmaPipelined:
-      return launch<2, 2>(args, key_stride, scale, stream);
-    case SparseAttentionVariant::kWgmmaCompact:
-      return launch<5, 5>(args, key_stride, scale, stream);
+      return launch<2>(args, key_stride, scale, stream);
     case SparseAttentionVariant::kSplitKeys:
       // its kernels are wgmma-only: elsewhere (the compute_90 PTX on a later device) the mma.sync kernel
       if (runs_sm90a_code()) return launch_split(args, key_stride, scale, stream);
-      return launch<0, 0>(args, key_stride, scale, stream);
-    case SparseAttentionVariant::kDiagnosticWgmmaLogits:
-      return launch<1, 0>(args, key_stride, scale, stream);
-    case SparseAttentionVariant::kDiagnosticWgmmaOutput:
-      return launch<0, 1>(args, key_stride, scale, stream);
-    case SparseAttentionVariant::kDiagnosticPipelinedLogits:
-      return launch<2, 0>(args, key_stride, scale, stream);
-    case SparseAttentionVariant::kDiagnosticPipelinedOutput:
-      return launch<0, 2>(args, key_stride, scale, stream);
-    case SparseAttentionVariant::kDiagnosticWgmmaOutputSwapped:
-      return launch<0, 3>(args, key_stride, scale, stream);
+      return launch<0>(args, key_stride, scale, stream);
+    case SparseAttentionVariant::kMmaSync:
+      return launch<0>(args, key_stride, scale, stream);
   }
 }
 

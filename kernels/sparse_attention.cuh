@@ -65,19 +65,14 @@ size_t sparse_attention_workspace_bytes(int64_t n, int window_cap, int topk);
 
 // Implementation choice; every variant computes the same function (the GPU test runs each against the CPU).
 enum class SparseAttentionVariant {
-  kAuto,     // measured fastest: kSplitKeys up to 16 rows, kWgmma above (H200, 2026-11-29)
-  kMmaSync,  // warp-level mma.sync m16n8k16 (ldmatrix operands), fp32 reference decoders
-  kWgmma,    // warpgroup wgmma (sm_90a): Q and P from registers, K/V tiles through shared-memory descriptors
+  kAuto,   // measured fastest: kSplitKeys up to 16 rows, kWgmma above (H200, 2026-11-29)
+  kWgmma,  // one CTA per row, warpgroup wgmma (sm_90a): Q and P from registers, K/V tiles by descriptor
   kWgmmaPipelined,  // wgmma on 32-key tiles in two buffers: dequantization of the next tile overlaps the MMA
-  kWgmmaCompact,  // kWgmma with the tile decoder as a rolled loop (an eighth of its code: instruction cache)
-  kSplitKeys,     // small batches: one CTA per (row, 64 keys), statistics combined exactly, three launches
-                  // (device scratch from cudaMallocAsync on the stream)
-  // Diagnostics: one phase (Q·Kᵀ logits or P·V output) by wgmma / pipelined wgmma, the other by mma.sync.
-  kDiagnosticWgmmaLogits,
-  kDiagnosticWgmmaOutput,
-  kDiagnosticPipelinedLogits,
-  kDiagnosticPipelinedOutput,
-  kDiagnosticWgmmaOutputSwapped,  // wgmma output with the MN-major descriptor's byte offsets exchanged
+  kSplitKeys,       // small batches: one CTA per (row, 64 keys), statistics combined exactly, three launches
+                    // (device scratch from the workspace or cudaMallocAsync on the stream)
+  // Diagnostic / portable: warp-level mma.sync m16n8k16 with the fp32 reference decoders; the path the
+  // compute_90 PTX takes on a device without wgmma.
+  kMmaSync,
 };
 
 void sparse_attention(const SparseAttentionArgs& args, cudaStream_t stream,
