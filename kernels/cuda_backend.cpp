@@ -4,14 +4,19 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
 #include <vector>
 
 #include <flashkv/numeric/kv_records.hpp>
 #include <flashkv/numeric/scalar_codecs.hpp>
 
+#include "compressor_pool.cuh"
 #include "cuda_check.cuh"
 #include "indexer.cuh"
+#include "kv_quant.cuh"
+#include "kv_record_v4.cuh"
+#include "rope.cuh"
 #include "sparse_attention.cuh"
 #include "topk.cuh"
 
@@ -56,9 +61,14 @@ DeviceArray<T> upload(const T* host, size_t count) {
 }
 
 template <typename T>
-void download(const DeviceArray<T>& device, T* host, size_t count) {
+void download_async(const DeviceArray<T>& device, T* host, size_t count) {
   if (count > 0)
     FKV_CUDA_CHECK(cudaMemcpyAsync(host, device.data(), count * sizeof(T), cudaMemcpyDeviceToHost, stream()));
+}
+
+template <typename T>
+void download(const DeviceArray<T>& device, T* host, size_t count) {
+  download_async(device, host, count);
   FKV_CUDA_CHECK(cudaStreamSynchronize(stream()));
 }
 
@@ -241,6 +251,203 @@ void CudaBackend::sparse_attention(const backend::SparseAttention& p, backend::M
 }
 // ---- end sparse attention ----
 
+// ---- KV write path (wire) ----
+namespace {
+
+bool kv_quant_fits(backend::RecordFormat format, int64_t channels) {
+  const int64_t block =
+      format == backend::RecordFormat::kNvfp4 ? numeric::kNvfp4Block : numeric::kFp8RowBlock;
+  const bool quantized = format == backend::RecordFormat::kFp8 || format == backend::RecordFormat::kNvfp4 ||
+                         format == backend::RecordFormat::kMxfp4;
+  return quantized && channels > 0 && channels % block == 0 && channels <= kMaxKvChannels;
+}
+
+// The kv_quant.cuh launchers of one record format.
+void quantize_on_device(backend::RecordFormat format, const float* rows, int64_t n, int channels,
+                        uint8_t* records) {
+  switch (format) {
+    case backend::RecordFormat::kFp8:
+      return quantize_fp8_rows(rows, n, channels, records, stream());
+    case backend::RecordFormat::kNvfp4:
+      return quantize_nvfp4_entries(rows, n, channels, records, stream());
+    default:
+      return quantize_mxfp4_keys(rows, n, channels, records, stream());
+  }
+}
+
+void dequantize_on_device(backend::RecordFormat format, const uint8_t* records, int64_t n, int channels,
+                          float* rows) {
+  switch (format) {
+    case backend::RecordFormat::kFp8:
+      return dequantize_fp8_rows(records, n, channels, rows, stream());
+    case backend::RecordFormat::kNvfp4:
+      return dequantize_nvfp4_entries(records, n, channels, rows, stream());
+    default:
+      return dequantize_mxfp4_keys(records, n, channels, rows, stream());
+  }
+}
+
+// Indices of the flagged entries of a flags array downloaded from the device.
+std::vector<int64_t> flagged(const std::vector<uint8_t>& flags) {
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < flags.size(); ++i) {
+    if (flags[i] != 0) out.push_back(static_cast<int64_t>(i));
+  }
+  return out;
+}
+
+}  // namespace
+
+namespace {
+
+// Rows of x into records (record_bytes each) on the device with `encode(d_rows, d_records)`, and, when
+// `dequantized` has rows, the values they decode to with `decode(d_records, d_rows)`.
+template <typename Encode, typename Decode>
+void quantize_through_device(backend::ConstMatrix x, size_t record_bytes, std::span<uint8_t> records,
+                             backend::Matrix dequantized, Encode encode, Decode decode) {
+  const size_t bytes = static_cast<size_t>(x.rows) * record_bytes;
+  const auto d_x = upload(x.data, elements(x));
+  DeviceArray<uint8_t> d_records(bytes);
+  encode(d_x.data(), d_records.data());
+  if (dequantized.rows == 0) {
+    download(d_records, records.data(), bytes);
+    return;
+  }
+  DeviceArray<float> d_dequantized(elements(x));
+  decode(d_records.data(), d_dequantized.data());
+  download_async(d_records, records.data(), bytes);
+  download(d_dequantized, dequantized.data, elements(x));
+}
+
+}  // namespace
+
+void CudaBackend::quantize_rows(backend::ConstMatrix x, backend::RecordFormat format,
+                                std::span<uint8_t> records, backend::Matrix dequantized) const {
+  if (!kv_quant_fits(format, x.cols)) {  // kFp32 (a copy) and unsupported widths stay on the CPU
+    cpu_->quantize_rows(x, format, records, dequantized);
+    return;
+  }
+  if (x.rows == 0) return;
+  const int channels = static_cast<int>(x.cols);
+  quantize_through_device(
+      x, backend::record_bytes(format, x.cols), records, dequantized,
+      [&](const float* rows, uint8_t* out) { quantize_on_device(format, rows, x.rows, channels, out); },
+      [&](const uint8_t* in, float* rows) { dequantize_on_device(format, in, x.rows, channels, rows); });
+}
+
+void CudaBackend::quantize_rope_rows(backend::ConstMatrix x, int64_t rope_dim, std::span<uint8_t> records,
+                                     backend::Matrix dequantized) const {
+  if (x.rows == 0) return;
+  if (x.cols > INT_MAX || rope_dim < 0 || rope_dim > x.cols) {
+    cpu_->quantize_rope_rows(x, rope_dim, records, dequantized);
+    return;
+  }
+  const int channels = static_cast<int>(x.cols);
+  const int rope = static_cast<int>(rope_dim);
+  quantize_through_device(
+      x, backend::record_bytes(backend::RecordFormat::kFp8Bf16Rope, x.cols, rope_dim), records, dequantized,
+      [&](const float* rows, uint8_t* out) {
+        quantize_v4_records(rows, x.rows, channels, rope, out, stream());
+      },
+      [&](const uint8_t* in, float* rows) {
+        dequantize_v4_records(in, x.rows, channels, rope, rows, stream());
+      });
+}
+
+void CudaBackend::fake_quantize(backend::Matrix x, backend::RecordFormat format) const {
+  if (!kv_quant_fits(format, x.cols)) {  // kFp32 and kFp8Bf16Rope leave x as it is
+    cpu_->fake_quantize(x, format);
+    return;
+  }
+  if (x.rows == 0) return;
+  // decode(encode(x)): the host's fakequant_* compute exactly the record's scale and codes, then decode them
+  const int channels = static_cast<int>(x.cols);
+  auto d_x = upload(x.data, elements(x));
+  DeviceArray<uint8_t> d_records(static_cast<size_t>(x.rows) * backend::record_bytes(format, x.cols));
+  quantize_on_device(format, d_x.data(), x.rows, channels, d_records.data());
+  dequantize_on_device(format, d_records.data(), x.rows, channels, d_x.data());
+  download(d_x, x.data, elements(x));
+}
+
+void CudaBackend::rope(backend::Matrix x, int64_t heads, std::span<const int64_t> positions,
+                       const backend::RopeTable& table, bool inverse, backend::Rounding rounding) const {
+  if (x.rows == 0) return;
+  const bool fits = heads > 0 && x.cols % heads == 0 && rope_supported(x.cols / heads, table.rope_dim) &&
+                    static_cast<int64_t>(table.freqs.size()) >= table.rope_dim / 2;
+  if (!fits) {
+    cpu_->rope(x, heads, positions, table, inverse, rounding);
+    return;
+  }
+  const auto d_x = upload(x.data, elements(x));
+  const auto d_positions = upload(positions.data(), static_cast<size_t>(x.rows));
+  const auto d_freqs = upload(table.freqs.data(), static_cast<size_t>(table.rope_dim / 2));
+  DeviceArray<uint8_t> d_flags(static_cast<size_t>(x.rows));
+  RopeRowsArgs args;
+  args.x = d_x.data();
+  args.n = x.rows;
+  args.heads = heads;
+  args.head_dim = x.cols / heads;
+  args.rope_dim = table.rope_dim;
+  args.positions = d_positions.data();
+  args.freqs = d_freqs.data();
+  args.inverse = inverse;
+  args.fp32_angles = table.rounding == backend::Rounding::kFaithful;
+  args.round_bf16 = rounding == backend::Rounding::kFaithful;
+  args.row_flags = d_flags.data();
+  rope_rows(args, stream());
+  std::vector<uint8_t> flags(static_cast<size_t>(x.rows));
+  download(d_flags, flags.data(), flags.size());
+  // rows whose GPU result is not certified: keep their inputs, recompute them on the CPU
+  const std::vector<int64_t> redo = flagged(flags);
+  std::vector<float> inputs(redo.size() * static_cast<size_t>(x.cols));
+  for (size_t i = 0; i < redo.size(); ++i)
+    std::copy_n(x.row(redo[i]), x.cols, inputs.data() + i * static_cast<size_t>(x.cols));
+  download(d_x, x.data, elements(x));
+  for (size_t i = 0; i < redo.size(); ++i) {
+    std::copy_n(inputs.data() + i * static_cast<size_t>(x.cols), x.cols, x.row(redo[i]));
+    cpu_->rope(backend::Matrix{x.row(redo[i]), 1, x.cols}, heads,
+               positions.subspan(static_cast<size_t>(redo[i]), 1), table, inverse, rounding);
+  }
+  recomputed_rows_ += static_cast<int64_t>(redo.size());
+}
+
+void CudaBackend::compressor_pool(backend::ConstMatrix v, backend::ConstMatrix g, int64_t ratio,
+                                  backend::Matrix pooled, backend::Rounding rounding) const {
+  const int64_t groups = pooled.rows;
+  if (groups == 0 || pooled.cols == 0) return;
+  if (ratio < 1 || v.cols != pooled.cols || g.cols != pooled.cols) {
+    cpu_->compressor_pool(v, g, ratio, pooled, rounding);
+    return;
+  }
+  const int64_t dim = pooled.cols;
+  const size_t inputs = static_cast<size_t>(groups * ratio * dim);
+  const auto d_v = upload(v.data, inputs);
+  const auto d_g = upload(g.data, inputs);
+  DeviceArray<float> d_pooled(static_cast<size_t>(groups * dim));
+  DeviceArray<uint8_t> d_flags(static_cast<size_t>(groups));
+  CompressorPoolArgs args;
+  args.v = d_v.data();
+  args.g = d_g.data();
+  args.groups = groups;
+  args.ratio = ratio;
+  args.dim = dim;
+  args.round_bf16 = rounding == backend::Rounding::kFaithful;
+  args.pooled = d_pooled.data();
+  args.group_flags = d_flags.data();
+  cuda::compressor_pool(args, stream());
+  std::vector<uint8_t> flags(static_cast<size_t>(groups));
+  download_async(d_pooled, pooled.data, static_cast<size_t>(groups * dim));
+  download(d_flags, flags.data(), flags.size());
+  const std::vector<int64_t> redo = flagged(flags);  // not certified: the CPU's values for those groups
+  for (const int64_t j : redo) {
+    cpu_->compressor_pool(backend::ConstMatrix{v.row(j * ratio), ratio, dim},
+                          backend::ConstMatrix{g.row(j * ratio), ratio, dim}, ratio,
+                          backend::Matrix{pooled.row(j), 1, dim}, rounding);
+  }
+  recomputed_rows_ += static_cast<int64_t>(redo.size());
+}
+// ---- end KV write path ----
+
 // ---- CPU delegation --------------------------------------------------------------------------------------
 
 void CudaBackend::gemm(backend::ConstMatrix x, backend::ConstMatrix w, backend::Matrix y,
@@ -250,21 +457,6 @@ void CudaBackend::gemm(backend::ConstMatrix x, backend::ConstMatrix w, backend::
 void CudaBackend::rms_norm(backend::ConstMatrix x, std::span<const float> weight, double eps,
                            backend::Matrix y, backend::Rounding rounding) const {
   cpu_->rms_norm(x, weight, eps, y, rounding);
-}
-void CudaBackend::rope(backend::Matrix x, int64_t heads, std::span<const int64_t> positions,
-                       const backend::RopeTable& table, bool inverse, backend::Rounding rounding) const {
-  cpu_->rope(x, heads, positions, table, inverse, rounding);
-}
-void CudaBackend::quantize_rows(backend::ConstMatrix x, backend::RecordFormat format,
-                                std::span<uint8_t> records, backend::Matrix dequantized) const {
-  cpu_->quantize_rows(x, format, records, dequantized);
-}
-void CudaBackend::quantize_rope_rows(backend::ConstMatrix x, int64_t rope_dim, std::span<uint8_t> records,
-                                     backend::Matrix dequantized) const {
-  cpu_->quantize_rope_rows(x, rope_dim, records, dequantized);
-}
-void CudaBackend::fake_quantize(backend::Matrix x, backend::RecordFormat format) const {
-  cpu_->fake_quantize(x, format);
 }
 void CudaBackend::hadamard_rotate(backend::Matrix x, backend::Rounding rounding) const {
   cpu_->hadamard_rotate(x, rounding);
@@ -294,10 +486,6 @@ void CudaBackend::engram_gather(std::span<const int64_t> rows, int64_t cols, bac
 void CudaBackend::engram_gate(backend::Matrix streams, backend::ConstMatrix kv, std::span<const float> omega,
                               int64_t hc, double eps, backend::Rounding rounding) const {
   cpu_->engram_gate(streams, kv, omega, hc, eps, rounding);
-}
-void CudaBackend::compressor_pool(backend::ConstMatrix v, backend::ConstMatrix g, int64_t ratio,
-                                  backend::Matrix pooled, backend::Rounding rounding) const {
-  cpu_->compressor_pool(v, g, ratio, pooled, rounding);
 }
 void CudaBackend::output_projection(backend::ConstMatrix o, int64_t heads, std::span<const int64_t> positions,
                                     const backend::RopeTable& table, backend::ConstMatrix wo_a,

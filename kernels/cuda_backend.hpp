@@ -1,20 +1,38 @@
-// CudaBackend — backend::Backend with the CSA2 indexer operations (index_scores, candidate_pool,
-// restrict_to_pool, top_k) and sparse attention on the GPU, every other operation delegated to a
-// CpuBackend, so the engine runs unchanged on it (lib/runtime calls only the Backend interface).
+// CudaBackend — backend::Backend with these operations on the GPU:
+//   - the CSA2 indexer: index_scores, candidate_pool, restrict_to_pool, top_k (kernels/indexer.cuh,
+//   topk.cuh);
+//   - sparse attention (sparse_attention.cuh; V4.1's faithful shape, the CPU otherwise);
+//   - the KV write path: quantize_rows (FP8 window rows, NVFP4 entries, MXFP4 index keys: kv_quant.cuh),
+//     quantize_rope_rows (V4's FP8+BF16 record: kv_record_v4.cuh), fake_quantize (the same launchers,
+//     encode then decode), rope (rope.cuh, forward and inverse) and compressor_pool (compressor_pool.cuh);
+// and every other operation delegated to a CpuBackend (GEMMs, RMSNorm, mHC, Engram, MoE, routing, the
+// output projection, hadamard_rotate), so the engine runs unchanged on it (lib/runtime calls only the
+// Backend interface). What stays on the CPU inside the GPU operations: kFp32 records (clean mode: a copy),
+// record widths the launchers do not take (not a multiple of the record's block, > kMaxKvChannels), shapes
+// the sparse attention kernel does not take, and the rare RoPE rows / pooled groups whose GPU value could not
+// be certified equal to the CPU's (below).
 //
 // Memory: the Backend contract passes host views; each GPU operation copies its inputs to device memory
 // (stream-ordered allocations on the calling thread's per-thread default stream), runs the kernels and
 // copies the results back before returning. Results equal the CPU backend's: bit-identical scores, pools,
-// restrictions and top-k lists (kernels/indexer.cuh, kernels/topk.cuh; tests/gpu/test_indexer.cpp,
-// test_topk.cpp); sparse attention within the tolerance documented in kernels/sparse_attention.cuh.
-// Threading: immutable after construction; concurrent calls from several threads are safe (each thread
-// uses its own default stream, the CPU backend's pool accepts concurrent callers).
+// restrictions and top-k lists (tests/gpu/test_indexer.cpp, test_topk.cpp); byte-identical records and
+// bit-identical dequantized rows, fake-quantized rows, RoPE rows and pooled rows, in both numerics modes
+// (tests/gpu/test_cuda_backend_ops.cpp); sparse attention within the tolerance documented in
+// kernels/sparse_attention.cuh.
+// RoPE and pooling use cos/sin/exp, where libdevice and glibc may differ in the last double bit: their
+// kernels bound that difference and flag a row whose fp32 rounding it could change (about 1 row in 10^5;
+// kernels/exact_rounding.cuh); such rows are recomputed by the CPU backend, so results stay bit-identical
+// (recomputed_rows() counts them).
+// Threading: immutable after construction (but for the recomputed_rows() counter, atomic); concurrent calls
+// from several threads are safe (each thread uses its own default stream, the CPU backend's pool accepts
+// concurrent callers).
 // Errors: CUDA failures throw flashkv::Error(kDevice) (kOutOfMemory for allocations).
 //
 // This file is C++20 host code (backend.hpp needs <span>); the kernels live in C++17 .cu files behind
 // plain launchers.
 #pragma once
 
+#include <atomic>
 #include <memory>
 
 #include "backend/backend.hpp"
@@ -42,18 +60,26 @@ class CudaBackend final : public backend::Backend {
                         backend::Rounding rounding) const override;
   // ---- end sparse attention ----
 
-  // ---- CPU delegation (every other Backend operation; add new ones here)
-  void gemm(backend::ConstMatrix x, backend::ConstMatrix w, backend::Matrix y, backend::OutputCast cast,
-            backend::Rounding rounding) const override;
-  void rms_norm(backend::ConstMatrix x, std::span<const float> weight, double eps, backend::Matrix y,
-                backend::Rounding rounding) const override;
-  void rope(backend::Matrix x, int64_t heads, std::span<const int64_t> positions,
-            const backend::RopeTable& table, bool inverse, backend::Rounding rounding) const override;
+  // ---- KV write path (wire): quantizers, RoPE, compressor pooling ----
   void quantize_rows(backend::ConstMatrix x, backend::RecordFormat format, std::span<uint8_t> records,
                      backend::Matrix dequantized) const override;
   void quantize_rope_rows(backend::ConstMatrix x, int64_t rope_dim, std::span<uint8_t> records,
                           backend::Matrix dequantized) const override;
   void fake_quantize(backend::Matrix x, backend::RecordFormat format) const override;
+  void rope(backend::Matrix x, int64_t heads, std::span<const int64_t> positions,
+            const backend::RopeTable& table, bool inverse, backend::Rounding rounding) const override;
+  void compressor_pool(backend::ConstMatrix v, backend::ConstMatrix g, int64_t ratio, backend::Matrix pooled,
+                       backend::Rounding rounding) const override;
+  // Rows (RoPE) and groups (pooling) whose GPU values could not be certified equal to the CPU's and were
+  // recomputed on the CPU, since construction (diagnostics for the tests).
+  int64_t recomputed_rows() const { return recomputed_rows_.load(); }
+  // ---- end KV write path ----
+
+  // ---- CPU delegation (every other Backend operation; add new ones here)
+  void gemm(backend::ConstMatrix x, backend::ConstMatrix w, backend::Matrix y, backend::OutputCast cast,
+            backend::Rounding rounding) const override;
+  void rms_norm(backend::ConstMatrix x, std::span<const float> weight, double eps, backend::Matrix y,
+                backend::Rounding rounding) const override;
   void hadamard_rotate(backend::Matrix x, backend::Rounding rounding) const override;
   void hc_head(backend::ConstMatrix streams, const backend::MixerWeights& weights,
                const backend::MixerShape& shape, backend::Matrix pre,
@@ -69,8 +95,6 @@ class CudaBackend final : public backend::Backend {
                      backend::Matrix out) const override;
   void engram_gate(backend::Matrix streams, backend::ConstMatrix kv, std::span<const float> omega, int64_t hc,
                    double eps, backend::Rounding rounding) const override;
-  void compressor_pool(backend::ConstMatrix v, backend::ConstMatrix g, int64_t ratio, backend::Matrix pooled,
-                       backend::Rounding rounding) const override;
   void output_projection(backend::ConstMatrix o, int64_t heads, std::span<const int64_t> positions,
                          const backend::RopeTable& table, backend::ConstMatrix wo_a, int64_t groups,
                          backend::Matrix a, backend::Rounding rounding) const override;
@@ -87,6 +111,7 @@ class CudaBackend final : public backend::Backend {
 
  private:
   std::unique_ptr<backend::Backend> cpu_;
+  mutable std::atomic<int64_t> recomputed_rows_{0};
 };
 
 // A CudaBackend on the current CUDA device.

@@ -1,0 +1,326 @@
+// The KV write path of CudaBackend (kernels/cuda_backend.hpp) against the CPU backend, operation by
+// operation, through the Backend interface the engine calls: quantize_rows (FP8 window rows, NVFP4 entries,
+// MXFP4 index keys, kFp32), quantize_rope_rows (V4's FP8+BF16 record, partial scale blocks too),
+// fake_quantize, rope (forward and inverse, fp32 and double angle tables, with and without YaRN, 1 to 64
+// heads, BF16 and fp32 cast points) and compressor_pool (ratio 2 to 128, −∞ gates as V4's overlapping
+// compressor sets them), on fresh random inputs (seed printed) with odd and even row counts. Records must be
+// byte-identical and every float bit-identical (NaN: both NaN). Inputs are BF16-valued, as the engine's
+// activations, or arbitrary fp32 over a wide range of magnitudes; a few rows carry NaN/Inf, which the GPU
+// kernels of RoPE and pooling hand back to the CPU (their results must still match, and recomputed_rows()
+// must count them). Outputs are poisoned before each call. FLASHKV_TEST_SCALE=small shrinks the cases.
+#include <flashkv/config.hpp>
+#include <flashkv/numeric/scalar_codecs.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "backend/backend.hpp"
+#include "catch.hpp"
+#include "cuda_backend.hpp"
+#include "gpu_test_env.hpp"
+
+namespace {
+
+namespace be = flashkv::backend;
+using be::RecordFormat;
+using be::Rounding;
+
+constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+const be::Backend& cpu() {
+  static const std::unique_ptr<be::Backend> backend = be::make_cpu_backend(2);
+  return *backend;
+}
+
+flashkv::cuda::CudaBackend& gpu() {
+  static flashkv::cuda::CudaBackend backend(2);
+  return backend;
+}
+
+struct Rng {
+  std::mt19937_64 engine;
+  explicit Rng(uint64_t seed) : engine(seed) {}
+  double normal() { return std::normal_distribution<double>(0.0, 1.0)(engine); }
+  int64_t integer(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(engine); }
+};
+
+float bf16(float x) {
+  return flashkv::numeric::bf16_to_float(flashkv::numeric::bf16_from_float(x));
+}
+
+// Rows of activations: normal values times a per-row scale 2^[-12, 8], BF16-valued or full fp32, with a few
+// exact zeros and tiny values so blocks hit the scale floors.
+std::vector<float> random_rows(Rng& rng, int64_t rows, int64_t cols, bool bf16_valued) {
+  std::vector<float> x(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    const double scale = std::ldexp(1.0, static_cast<int>(rng.integer(-12, 8)));
+    for (int64_t c = 0; c < cols; ++c) {
+      float v = static_cast<float>(rng.normal() * scale);
+      const int64_t kind = rng.integer(0, 99);
+      if (kind == 0) v = 0.0f;
+      if (kind == 1) v = static_cast<float>(rng.normal() * 1e-7);
+      x[static_cast<size_t>(r * cols + c)] = bf16_valued ? bf16(v) : v;
+    }
+  }
+  return x;
+}
+
+void poison(std::vector<float>& x) {
+  for (float& v : x) v = -12345.678f;
+}
+
+// Bit-identical floats, NaN matching NaN (payloads may differ between the two sides' NaN sources).
+void require_same_floats(const std::vector<float>& want, const std::vector<float>& got,
+                         const std::string& what) {
+  REQUIRE(want.size() == got.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (std::isnan(want[i]) && std::isnan(got[i])) continue;
+    uint32_t a = 0, b = 0;
+    std::memcpy(&a, &want[i], 4);
+    std::memcpy(&b, &got[i], 4);
+    if (a != b)
+      FAIL(what << ": element " << i << " cpu " << want[i] << " (0x" << std::hex << a << ") gpu " << got[i]
+                << " (0x" << b << ")");
+  }
+}
+
+void require_same_bytes(const std::vector<uint8_t>& want, const std::vector<uint8_t>& got,
+                        const std::string& what) {
+  REQUIRE(want.size() == got.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (want[i] != got[i]) FAIL(what << ": byte " << i << " cpu " << int{want[i]} << " gpu " << int{got[i]});
+  }
+}
+
+const char* format_name(RecordFormat format) {
+  switch (format) {
+    case RecordFormat::kFp32:
+      return "fp32";
+    case RecordFormat::kFp8:
+      return "fp8";
+    case RecordFormat::kNvfp4:
+      return "nvfp4";
+    case RecordFormat::kMxfp4:
+      return "mxfp4";
+    case RecordFormat::kFp8Bf16Rope:
+      return "fp8+bf16";
+  }
+  return "?";
+}
+
+// Row counts of a case whose rows hold `row_elements` floats: always 1, 3 and 7, more while a case stays
+// below 2M elements (a few MB, seconds in all).
+std::vector<int64_t> row_counts(int64_t row_elements) {
+  std::vector<int64_t> out;
+  const int64_t cap = flashkv::test::small_scale() ? (int64_t{1} << 17) : (int64_t{1} << 21);
+  for (const int64_t n : {1, 3, 7, 32, 129, 1001}) {
+    if (n <= 7 || n * row_elements <= cap) out.push_back(n);
+  }
+  return out;
+}
+
+// quantize_rows / quantize_rope_rows on both backends: records and (when asked) dequantized rows.
+void check_quantize(Rng& rng, RecordFormat format, int64_t dim, int64_t rope_dim, bool bf16_valued) {
+  for (const int64_t n : row_counts(dim)) {
+    std::vector<float> x = random_rows(rng, n, dim, bf16_valued);
+    if (n > 2) x[static_cast<size_t>(dim + 5)] = kNan;   // a poisoned block in row 1
+    if (n > 2) x[static_cast<size_t>(2 * dim)] = -kInf;  // and in row 2
+    const size_t bytes = static_cast<size_t>(n) * be::record_bytes(format, dim, rope_dim);
+    const be::ConstMatrix in{x.data(), n, dim};
+    for (const bool with_rows : {false, true}) {
+      const std::string what = std::string(format_name(format)) + " dim " + std::to_string(dim) + " rows " +
+                               std::to_string(n) + (with_rows ? " +dequantized" : "");
+      std::vector<uint8_t> want(bytes, 0xA5), got(bytes, 0x5A);
+      std::vector<float> want_rows(static_cast<size_t>(n * dim)), got_rows(want_rows.size());
+      poison(want_rows);
+      poison(got_rows);
+      const be::Matrix want_out = with_rows ? be::Matrix{want_rows.data(), n, dim} : be::Matrix{};
+      const be::Matrix got_out = with_rows ? be::Matrix{got_rows.data(), n, dim} : be::Matrix{};
+      if (format == RecordFormat::kFp8Bf16Rope) {
+        cpu().quantize_rope_rows(in, rope_dim, want, want_out);
+        gpu().quantize_rope_rows(in, rope_dim, got, got_out);
+      } else {
+        cpu().quantize_rows(in, format, want, want_out);
+        gpu().quantize_rows(in, format, got, got_out);
+      }
+      require_same_bytes(want, got, what);
+      require_same_floats(want_rows, got_rows, what);
+    }
+  }
+}
+
+TEST_CASE("CudaBackend quantize_rows equals the CPU backend byte for byte", "[gpu][backend_ops]") {
+  const uint64_t seed = flashkv::test::fresh_seed();
+  std::printf("backend ops quantize_rows: seed %llu\n", static_cast<unsigned long long>(seed));
+  Rng rng(seed);
+  for (const bool bf16_valued : {true, false}) {
+    check_quantize(rng, RecordFormat::kFp8, 512, 0, bf16_valued);    // V4.1 window row, 528 B
+    check_quantize(rng, RecordFormat::kFp8, 96, 0, bf16_valued);     // a tiny config's row
+    check_quantize(rng, RecordFormat::kNvfp4, 512, 0, bf16_valued);  // V4.1 entry, 288 B
+    check_quantize(rng, RecordFormat::kNvfp4, 48, 0, bf16_valued);
+    check_quantize(rng, RecordFormat::kMxfp4, 128, 0, bf16_valued);  // index key, 68 B
+    check_quantize(rng, RecordFormat::kMxfp4, 64, 0, bf16_valued);
+    check_quantize(rng, RecordFormat::kFp32, 64, 0, bf16_valued);  // clean mode: a copy
+  }
+}
+
+TEST_CASE("CudaBackend quantize_rope_rows (V4 record) equals the CPU backend byte for byte",
+          "[gpu][backend_ops]") {
+  const uint64_t seed = flashkv::test::fresh_seed();
+  std::printf("backend ops quantize_rope_rows: seed %llu\n", static_cast<unsigned long long>(seed));
+  Rng rng(seed);
+  for (const bool bf16_valued : {true, false}) {
+    check_quantize(rng, RecordFormat::kFp8Bf16Rope, 512, 64, bf16_valued);  // 584 B
+    check_quantize(rng, RecordFormat::kFp8Bf16Rope, 200, 40, bf16_valued);  // partial last scale block
+    check_quantize(rng, RecordFormat::kFp8Bf16Rope, 128, 0, bf16_valued);   // no RoPE channels
+    check_quantize(rng, RecordFormat::kFp8Bf16Rope, 72, 8, bf16_valued);    // padding bytes before the tail
+  }
+}
+
+TEST_CASE("CudaBackend fake_quantize equals the CPU backend bit for bit", "[gpu][backend_ops]") {
+  const uint64_t seed = flashkv::test::fresh_seed();
+  std::printf("backend ops fake_quantize: seed %llu\n", static_cast<unsigned long long>(seed));
+  Rng rng(seed);
+  struct Case {
+    RecordFormat format;
+    int64_t cols;
+  };
+  for (const Case& c : {Case{RecordFormat::kMxfp4, 64 * 128}, Case{RecordFormat::kMxfp4, 4 * 64},
+                        Case{RecordFormat::kFp8, 512}, Case{RecordFormat::kNvfp4, 512},
+                        Case{RecordFormat::kFp32, 96}, Case{RecordFormat::kFp8Bf16Rope, 512}}) {
+    for (const int64_t n : row_counts(c.cols)) {
+      for (const bool bf16_valued : {true, false}) {
+        std::vector<float> want = random_rows(rng, n, c.cols, bf16_valued);
+        if (n > 1) want[static_cast<size_t>(c.cols + 3)] = kNan;
+        std::vector<float> got = want;
+        cpu().fake_quantize(be::Matrix{want.data(), n, c.cols}, c.format);
+        gpu().fake_quantize(be::Matrix{got.data(), n, c.cols}, c.format);
+        require_same_floats(want, got,
+                            std::string(format_name(c.format)) + " cols " + std::to_string(c.cols));
+      }
+    }
+  }
+}
+
+struct RopeCase {
+  int64_t heads;
+  int64_t head_dim;
+  int64_t rope_dim;
+  bool yarn;
+  int64_t max_position;
+};
+
+TEST_CASE("CudaBackend rope equals the CPU backend bit for bit", "[gpu][backend_ops]") {
+  const uint64_t seed = flashkv::test::fresh_seed();
+  std::printf("backend ops rope: seed %llu\n", static_cast<unsigned long long>(seed));
+  Rng rng(seed);
+  const int64_t recomputed_before = gpu().recomputed_rows();
+  int64_t special_rows = 0;
+  int64_t rows_checked = 0;
+  const flashkv::RopeScaling yarn;                                  // factor 16, original length 65536
+  for (const RopeCase& rc : {RopeCase{1, 512, 64, true, 1 << 20},   // V4.1 window rows and entries
+                             RopeCase{64, 512, 64, true, 1 << 17},  // V4.1 queries
+                             RopeCase{1, 128, 64, true, 1 << 20},   // index keys
+                             RopeCase{4, 96, 32, false, 4096},      // tiny configs
+                             RopeCase{3, 64, 64, false, 100},       // every channel rotated
+                             RopeCase{2, 40, 0, false, 100}}) {     // nothing rotated: the cast point only
+    for (const Rounding table_rounding : {Rounding::kFaithful, Rounding::kClean}) {
+      const be::RopeTable table =
+          be::make_rope_table(rc.rope_dim, 10000.0, rc.yarn ? &yarn : nullptr, table_rounding);
+      for (const Rounding rounding : {Rounding::kFaithful, Rounding::kClean}) {
+        for (const bool inverse : {false, true}) {
+          const int64_t cols = rc.heads * rc.head_dim;
+          for (const int64_t n : row_counts(cols)) {
+            std::vector<float> want = random_rows(rng, n, cols, rounding == Rounding::kFaithful);
+            std::vector<int64_t> positions(static_cast<size_t>(n));
+            for (int64_t& p : positions) p = rng.integer(0, rc.max_position);
+            if (n > 3) {  // non-finite inputs: the kernel hands these rows to the CPU
+              want[static_cast<size_t>(2 * cols - 1)] = kNan;
+              want[static_cast<size_t>(3 * cols - 2)] = kInf;
+              special_rows += rc.rope_dim > 0 ? 2 : 0;
+            }
+            std::vector<float> got = want;
+            cpu().rope(be::Matrix{want.data(), n, cols}, rc.heads, positions, table, inverse, rounding);
+            gpu().rope(be::Matrix{got.data(), n, cols}, rc.heads, positions, table, inverse, rounding);
+            INFO("heads " << rc.heads << " head_dim " << rc.head_dim << " rope_dim " << rc.rope_dim
+                          << " rows " << n << " table "
+                          << (table_rounding == Rounding::kFaithful ? "fp32" : "double")
+                          << (rounding == Rounding::kFaithful ? " bf16" : " fp32")
+                          << (inverse ? " inverse" : ""));
+            require_same_floats(want, got, "rope");
+            rows_checked += n;
+          }
+        }
+      }
+    }
+  }
+  const int64_t recomputed = gpu().recomputed_rows() - recomputed_before;
+  std::printf("backend ops rope: %lld rows bit-identical, %lld recomputed on the CPU (%lld with NaN/Inf)\n",
+              static_cast<long long>(rows_checked), static_cast<long long>(recomputed),
+              static_cast<long long>(special_rows));
+  CHECK(recomputed >= special_rows);
+}
+
+TEST_CASE("CudaBackend compressor_pool equals the CPU backend bit for bit", "[gpu][backend_ops]") {
+  const uint64_t seed = flashkv::test::fresh_seed();
+  std::printf("backend ops compressor_pool: seed %llu\n", static_cast<unsigned long long>(seed));
+  Rng rng(seed);
+  const int64_t recomputed_before = gpu().recomputed_rows();
+  int64_t special_groups = 0;
+  int64_t groups_checked = 0;
+  struct PoolCase {
+    int64_t ratio;
+    int64_t dim;
+    bool overlap_start;  // first half of group 0's gates −∞ (V4's overlapping compressor, window −1)
+  };
+  for (const PoolCase& pc : {PoolCase{2, 512, false}, PoolCase{8, 512, true}, PoolCase{8, 128, true},
+                             PoolCase{128, 512, false}, PoolCase{3, 96, false}}) {
+    for (const Rounding rounding : {Rounding::kFaithful, Rounding::kClean}) {
+      for (const int64_t groups : row_counts(pc.ratio * pc.dim)) {
+        const int64_t rows = groups * pc.ratio;
+        const std::vector<float> v = random_rows(rng, rows, pc.dim, false);
+        std::vector<float> g = random_rows(rng, rows, pc.dim, false);
+        for (float& x : g) x = static_cast<float>(x * 1e-2 + rng.normal() * 4);  // logits spread over ~e^±12
+        if (pc.overlap_start) {
+          for (int64_t t = 0; t < pc.ratio / 2; ++t)
+            for (int64_t c = 0; c < pc.dim; ++c) g[static_cast<size_t>(t * pc.dim + c)] = -kInf;
+        }
+        std::vector<float> vv = v;
+        if (groups > 2) {  // a NaN value in group 1, an all −∞ channel in group 2
+          vv[static_cast<size_t>(pc.ratio * pc.dim + 7)] = kNan;
+          for (int64_t t = 0; t < pc.ratio; ++t)
+            g[static_cast<size_t>((2 * pc.ratio + t) * pc.dim + 1)] = -kInf;
+          special_groups += 2;
+        }
+        std::vector<float> want(static_cast<size_t>(groups * pc.dim)), got(want.size());
+        poison(want);
+        poison(got);
+        const be::ConstMatrix vm{vv.data(), rows, pc.dim}, gm{g.data(), rows, pc.dim};
+        cpu().compressor_pool(vm, gm, pc.ratio, be::Matrix{want.data(), groups, pc.dim}, rounding);
+        gpu().compressor_pool(vm, gm, pc.ratio, be::Matrix{got.data(), groups, pc.dim}, rounding);
+        INFO("ratio " << pc.ratio << " dim " << pc.dim << " groups " << groups
+                      << (rounding == Rounding::kFaithful ? " bf16" : " fp32"));
+        require_same_floats(want, got, "compressor_pool");
+        groups_checked += groups;
+      }
+    }
+  }
+  const int64_t recomputed = gpu().recomputed_rows() - recomputed_before;
+  std::printf(
+      "backend ops compressor_pool: %lld groups bit-identical, %lld recomputed on the CPU (%lld with "
+      "NaN/-inf)\n",
+      static_cast<long long>(groups_checked), static_cast<long long>(recomputed),
+      static_cast<long long>(special_groups));
+  CHECK(recomputed >= special_groups);
+}
+
+}  // namespace
