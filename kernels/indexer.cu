@@ -178,6 +178,8 @@ struct PreparedQueries {
   float* scales;    // [n, heads, 4]: 2^(e − 127 − 2)
   int* fast;        // [n]: 1 when the row is MXFP4-exact with normal-range scales
   int* span;        // [n]: max over heads of the block exponent spread
+  int2* terms;      // [n, heads]: {accumulator start, scaled weight bits} of the narrow-term path
+  int2* key_range;  // [n]: key exponents [lo, hi] the narrow-term path takes (lo > hi: none)
 };
 
 // One CTA per query row; each warp codes (head, block) slots, one lane per channel. A row whose heads
@@ -187,8 +189,85 @@ struct PreparedQueries {
 // span[row] is the largest head spread.
 constexpr int kPrepareThreads = 1024;
 constexpr int kNarrowSpan = 3;
+
+// ---- narrow-term path: the common case without conversions ---------------------------------------------
+//
+// For a narrow row and a narrow tile the dot product is acc·2^(eq + ek − 256) with acc = Σ v_q·v_k the
+// integer of the pre-shifted doubled E2M1 values (|acc| < 128·96·96 < 2^21), eq the head's and ek the
+// key's smallest block exponent (codes). The CPU's term is bf16(fp32(ReLU(bf16(dot))·w)); in the normal
+// fp32 range BF16 and fp32 roundings commute with powers of two, so with x = acc·2^-22 and the scaled
+// weight ws = w·2^(eq − 127) the term is T·2^(ek − 107), T = bf16(fp32(bf16(ReLU(x))·ws)), and the score
+// is bf16(fp32(Σ T))·2^(ek − 107). Everything is computed without a conversion instruction:
+//  - the tensor core starts the accumulator at 0x4B400000 (the bits of 1.5·2^23), so its result read as a
+//    float is 1.5·2^23 + acc; one saturating FMA gives max(x, 0) exactly (x < 0.5);
+//  - the key operand is unsigned: 96 + the signed pre-shifted value (one IADD3 on the two byte tables of
+//    the sign-split magnitudes); the start value subtracts 96·Σ v_q, precomputed per head;
+//  - BF16 rounding of a normal float (or zero) in three instructions: with c = ±2^e (sign and exponent
+//    bits of x), fl(x + c·2^16) lies in binade e + 16 whose spacing is BF16's in binade e, and 2^(e+16)
+//    is an even multiple of it, so fl(x + c·2^16) − c·2^16 (exact) is x rounded to nearest-even BF16;
+//  - the head sum in fp32 with Σ|T| beside it: the error of any summation order is below 2^-18·Σ|T|,
+//    so when the fp32 sum is farther than that plus one fp32 spacing from every BF16 midpoint, its
+//    rounding is the exact sum's (the common case); otherwise the warp redoes the tile's terms in double
+//    (exact: see kMaxTermSpread) and rounds that.
+// Preparation derives, per row, the key exponents ek for which every value of the CPU's chain and of
+// the scaled chain is a normal float (or zero); tiles with a key outside take the per-block path.
+constexpr int kAccBias = 0x4B400000;  // 1.5·2^23 as float bits
+constexpr int kKeyOffset = 96;        // unsigned key operand = 96 + pre-shifted value (<= 96)
+// Terms of head h lie in [2^(L_h + ek − 256), 2^(L_h + ek − 234)), L_h = ilogb(w_h) + eq_h, on a grid of
+// 2^(L_h + ek − 263): the double sum of 32 of them is exact while max L − min L + 34 <= 53.
+constexpr int kMaxTermSpread = 17;
+
+// Narrow-term constants of row blockIdx.x (all threads of the preparation CTA call it): per head the
+// accumulator start kAccBias − 96·Σ v_q and ws; per row the accepted key exponent range: every nonzero
+// value normal for ek >= 130 − eq (dot) and ek >= 130 − L (w·dot), sums finite for ek <= 362 − eq and
+// ek <= 355 − L; the scaled chain normal for 23 <= L <= 248. Zero weights give zero terms either way.
+__device__ void prepare_narrow_terms(const float* weights, int heads, bool narrow, const int* exponents,
+                                     const int* head_min, const int8_t* doubled_values, PreparedQueries out) {
+  __shared__ int key_lo, key_hi, spread_lo, spread_hi, usable;
+  const int64_t row = blockIdx.x;
+  const int lane = threadIdx.x & 31;
+  if (threadIdx.x == 0) {
+    key_lo = 32;  // narrow tiles only have key exponents in [32, 223]
+    key_hi = 223;
+    spread_lo = 1 << 20;
+    spread_hi = -(1 << 20);
+    usable = narrow;
+  }
+  __syncthreads();
+  if (!narrow) {
+    if (threadIdx.x == 0) out.key_range[row] = make_int2(1, 0);
+    return;
+  }
+  for (int head = threadIdx.x >> 5; head < heads; head += kPrepareThreads / 32) {
+    int sum = 0;
+    for (int c = lane; c < kFastDim; c += 32)
+      sum += doubled_values[head * kFastDim + c] *
+             (1 << (exponents[head * kFastBlocks + c / 32] - head_min[head]));
+    sum = __reduce_add_sync(0xFFFFFFFFu, sum);
+    if (lane != 0) continue;
+    const float w = weights[row * heads + head];
+    const int eq = head_min[head];
+    out.terms[row * heads + head] =
+        make_int2(kAccBias - kKeyOffset * sum, __float_as_int(ldexpf(w, eq - 127)));
+    if (!isfinite(w)) {
+      atomicAnd(&usable, 0);
+    } else if (w != 0.0f) {
+      const int l = ilogbf(w) + eq;
+      atomicMax(&key_lo, max(130 - eq, 130 - l));
+      atomicMin(&key_hi, min(362 - eq, 355 - l));
+      atomicMin(&spread_lo, l);
+      atomicMax(&spread_hi, l);
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const bool ok = usable && spread_lo >= 23 && spread_hi <= 248 && spread_hi - spread_lo <= kMaxTermSpread;
+    out.key_range[row] = ok ? make_int2(key_lo, key_hi) : make_int2(1, 0);
+  }
+}
+
 __global__ void __launch_bounds__(kPrepareThreads)
-    prepare_queries_kernel(const float* queries, int heads, PreparedQueries out) {
+    prepare_queries_kernel(const float* queries, const float* weights, int heads, PreparedQueries out) {
   __shared__ int all_exact, max_span;
   __shared__ int exponents[kMaxFastHeads * kFastBlocks];
   __shared__ int head_min[kMaxFastHeads];
@@ -245,6 +324,7 @@ __global__ void __launch_bounds__(kPrepareThreads)
     out.fast[row] = all_exact;
     out.span[row] = narrow ? 0 : max_span;
   }
+  prepare_narrow_terms(weights, heads, narrow && all_exact, exponents, head_min, doubled_values, out);
 }
 
 __device__ inline uint32_t byte_perm(uint32_t lo, uint32_t hi, uint32_t selector) {
@@ -311,9 +391,9 @@ __device__ inline void load_tile(const FastArgs& a, int64_t tile, uint8_t* stage
 }
 
 // Scores of the 16 entries of one m-tile (records at `records`, first entry `entry0`) for query row r.
-__device__ void score_m_tile(const FastArgs& a, const uint8_t* records, int64_t entry0, int r, int64_t row,
-                             const int8_t* q_values, const int8_t* q_negated, const float* q_scales,
-                             const float* weights, int span_q) {
+__device__ __noinline__ void score_m_tile(const FastArgs& a, const uint8_t* records, int64_t entry0, int r,
+                                          int64_t row, const int8_t* q_values, const int8_t* q_negated,
+                                          const float* q_scales, const float* weights, int span_q) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   // Key block exponents of rows g and g + 8.
   float key_scale[2][kFastBlocks];
@@ -446,30 +526,173 @@ __device__ void score_m_tile(const FastArgs& a, const uint8_t* records, int64_t 
   (void)r;
 }
 
-__global__ void __launch_bounds__(kFastThreads) fast_scores_kernel(FastArgs a) {
-  extern __shared__ __align__(16) uint8_t smem[];
-  uint8_t* stages = smem;  // kFastStages * kFastTileBytes
-  int8_t* q_values = reinterpret_cast<int8_t*>(smem + kFastStages * kFastTileBytes);  // [rows, heads, 128]
-  int8_t* q_negated = q_values + a.rows_per_cta * a.heads * kFastDim;
-  float* q_scales =
-      reinterpret_cast<float*>(q_negated + a.rows_per_cta * a.heads * kFastDim);  // [rows, heads, 4]
-  float* weights = q_scales + a.rows_per_cta * a.heads * kFastBlocks;             // [rows, heads]
-  __shared__ int row_fast[kFastRows], row_span[kFastRows];
-  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * a.rows_per_cta;
-  const int rows = static_cast<int>(min(static_cast<int64_t>(a.rows_per_cta), a.n - row0));
-  const int per_row = a.heads * kFastDim;
-  for (int i = threadIdx.x; i < rows * per_row / 16; i += kFastThreads) {
-    reinterpret_cast<uint4*>(q_values)[i] =
-        reinterpret_cast<const uint4*>(a.queries.values + row0 * per_row)[i];
-    reinterpret_cast<uint4*>(q_negated)[i] =
-        reinterpret_cast<const uint4*>(a.queries.negated + row0 * per_row)[i];
+// ---- narrow-term path (see prepare_narrow_terms above) ----
+
+// d = clamp(a·b + c, 0, 1), one rounding.
+__device__ inline float fma_saturate(float a, float b, float c) {
+  float d;
+  asm("fma.rn.sat.f32 %0, %1, %2, %3;" : "=f"(d) : "f"(a), "f"(b), "f"(c));
+  return d;
+}
+
+// RNE to BF16 of a normal float or zero (not of subnormals, infinities or NaN), without a conversion.
+__device__ inline float round_bf16_normal(float x) {
+  const float c = __uint_as_float(__float_as_uint(x) & 0xFF800000u);  // ±2^exponent(x)
+  return __fmaf_rn(c, -65536.0f, __fmaf_rn(c, 65536.0f, x));
+}
+
+// T = bf16(fp32(bf16(ReLU(x))·ws)) from the biased accumulator (float bits 1.5·2^23 + acc).
+__device__ inline float narrow_term(int biased, float ws) {
+  const float x = fma_saturate(__int_as_float(biased), 0x1p-22f, -3.0f);  // max(acc, 0)·2^-22, exact
+  return round_bf16_normal(__fmul_rn(round_bf16_normal(x), ws));
+}
+
+// The key exponents of a warp's 16 records (rows g and g + 8 of the m-tile).
+struct KeyExponents {
+  uint32_t scales[2];  // the four E8M0 codes of each record
+  int min[2];          // smallest code of each record
+  bool narrow;         // warp-uniform: every record spans <= kNarrowSpan binades within [32, 223]
+};
+
+__device__ inline KeyExponents key_exponents(const uint8_t* records, int g) {
+  KeyExponents k;
+  bool narrow = true;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const uint32_t scales = *reinterpret_cast<const uint32_t*>(records + (g + 8 * half) * kKeyBytes + 64);
+    const uint32_t e0 = scales & 0xFFu, e1 = (scales >> 8) & 0xFFu, e2 = (scales >> 16) & 0xFFu,
+                   e3 = scales >> 24;
+    const int lo = static_cast<int>(min(min(e0, e1), min(e2, e3)));
+    const int hi = static_cast<int>(max(max(e0, e1), max(e2, e3)));
+    k.scales[half] = scales;
+    k.min[half] = lo;
+    narrow = narrow && lo >= 32 && hi <= 223 && hi - lo <= kNarrowSpan;
   }
-  for (int i = threadIdx.x; i < rows * a.heads * kFastBlocks; i += kFastThreads)
-    q_scales[i] = a.queries.scales[row0 * a.heads * kFastBlocks + i];
-  for (int i = threadIdx.x; i < rows * a.heads; i += kFastThreads) weights[i] = a.weights[row0 * a.heads + i];
+  k.narrow = __all_sync(0xFFFFFFFFu, narrow);
+  return k;
+}
+
+// A fragments of a narrow tile: u8 = 96 + the key's doubled E2M1 value shifted to its smallest block
+// exponent. The byte tables give the magnitudes of the positive (resp., with the sign bits flipped,
+// negative) codes and 0 for the others (prmt's sign-replicate on bytes below 0x80), so per byte
+// 96 + pos − neg lies in [0, 192] and the 32-bit IADD3 never carries between bytes.
+__device__ inline void narrow_key_fragments(const uint8_t* records, const KeyExponents& k, int g, int t,
+                                            uint32_t (&a)[kFastBlocks][4]) {
+  constexpr uint32_t kOffsets = 0x01010101u * kKeyOffset;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const uint8_t* record = records + (g + 8 * half) * kKeyBytes;
+#pragma unroll
+    for (int b = 0; b < kFastBlocks; ++b) {
+      const int shift = static_cast<int>((k.scales[half] >> (8 * b)) & 0xFFu) - k.min[half];
+      const uint32_t lut_lo = 0x03020100u << shift, lut_hi = 0x0C080604u << shift;
+      const uint32_t w = *reinterpret_cast<const uint32_t*>(record + b * 16 + t * 4);
+      const uint32_t flipped = w ^ 0x88888888u;
+      a[b][half] = kOffsets + byte_perm(lut_lo, lut_hi, w) - byte_perm(lut_lo, lut_hi, flipped);
+      a[b][2 + half] =
+          kOffsets + byte_perm(lut_lo, lut_hi, w >> 16) - byte_perm(lut_lo, lut_hi, flipped >> 16);
+    }
+  }
+}
+
+// Calls add(half, T) for every head of this lane (heads j·8 + 2t, j·8 + 2t + 1 of entries g, g + 8).
+// frags: the row's query B fragments in fragment order ([heads / 8][4 blocks][32 lanes]); terms: the
+// row's {start, ws} per head.
+template <class Add>
+__device__ __forceinline__ void narrow_terms(const uint32_t (&a)[kFastBlocks][4], const uint2* frags,
+                                             const int4* terms, int heads, int lane, Add add) {
+  const int t = lane & 3;
+#pragma unroll 2
+  for (int j = 0; j < heads / 8; ++j) {
+    const int4 hw = terms[j * 4 + t];  // {start, ws} of heads j·8 + 2t and j·8 + 2t + 1
+    int acc[4] = {hw.x, hw.z, hw.x, hw.z};
+#pragma unroll
+    for (int b = 0; b < kFastBlocks; ++b) {
+      const uint2 q = frags[(j * kFastBlocks + b) * 32 + lane];
+      mma_u8s8(acc, a[b], q.x, q.y);
+    }
+#pragma unroll
+    for (int c = 0; c < 4; ++c) add(c >> 1, narrow_term(acc[c], __int_as_float((c & 1) ? hw.w : hw.y)));
+  }
+}
+
+// Scores of the m-tile's 16 entries for one row on the narrow-term path.
+__device__ void score_narrow_m_tile(const FastArgs& a, const uint32_t (&frag_a)[kFastBlocks][4],
+                                    const KeyExponents& k, const uint2* frags, const int4* terms,
+                                    int64_t entry0, int64_t row, int64_t visible) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  float sum[2] = {0.0f, 0.0f}, magnitude[2] = {0.0f, 0.0f};
+  narrow_terms(frag_a, frags, terms, a.heads, lane, [&](int half, float term) {
+    sum[half] += term;
+    magnitude[half] += fabsf(term);
+  });
+  // Reduce over the four lanes of a row pair: lanes t = 0, 1 end with entry g's sums, t = 2, 3 with g + 8's.
+  const int half = t >> 1;
+  float s = half ? sum[1] : sum[0], m = half ? magnitude[1] : magnitude[0];
+  s += __shfl_xor_sync(0xFFFFFFFFu, half ? sum[0] : sum[1], 2);
+  m += __shfl_xor_sync(0xFFFFFFFFu, half ? magnitude[0] : magnitude[1], 2);
+  s += __shfl_xor_sync(0xFFFFFFFFu, s, 1);
+  m += __shfl_xor_sync(0xFFFFFFFFu, m, 1);
+  // Certain when [s − err − u, s + err + u] (err < 2^-18·m, u one fp32 spacing) holds no BF16 midpoint:
+  // those of s's binade lie 2^(e−8) from the BF16 values there, the one below 2^e lies 2^(e−9) below it.
+  float result = round_bf16_normal(s);
+  const float binade = __uint_as_float(__float_as_uint(s) & 0x7F800000u);  // 2^e (0 below the normals)
+  const float margin = __fmaf_rn(m, 0x1p-18f, binade * 0x1p-23f);
+  const bool certain =
+      m == 0.0f || (margin < binade * 0x1p-9f && fabsf(s - result) + margin < binade * 0x1p-8f);
+  if (__any_sync(0xFFFFFFFFu, !certain)) {
+    // Rare (a sum within ~2^-18 of a midpoint, or exactly on one): the terms again, summed exactly.
+    double exact[2] = {0.0, 0.0};
+    narrow_terms(frag_a, frags, terms, a.heads, lane, [&](int h, float term) { exact[h] += term; });
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      exact[h] += __shfl_xor_sync(0xFFFFFFFFu, exact[h], 1);
+      exact[h] += __shfl_xor_sync(0xFFFFFFFFu, exact[h], 2);
+    }
+    if (!certain) result = round_bf16(__double2float_rn(half ? exact[1] : exact[0]));
+  }
+  if ((t & 1) != 0) return;  // lanes t = 0 and 2 store entries g and g + 8
+  const int64_t entry = entry0 + g + 8 * half;
+  if (entry >= a.count) return;
+  // × 2^(ek − 107): exact (a normal result, or a tiny one that is a multiple of 2^-133 on both sides).
+  const float scale = __uint_as_float(static_cast<uint32_t>((half ? k.min[1] : k.min[0]) + 20) << 23);
+  a.scores[row * a.count + entry] = entry < visible ? result * scale : -INFINITY;
+}
+
+__global__ void __launch_bounds__(kFastThreads, 4) fast_scores_kernel(const __grid_constant__ FastArgs a) {
+  extern __shared__ __align__(16) uint8_t smem[];
+  const int rows_cta = a.rows_per_cta, heads = a.heads, per_row = heads * kFastDim;
+  // The per-block path (rare tiles) reads the query values from global memory (L1/L2): shared memory
+  // holds what the narrow-term path reads, so four rows still fit four CTAs per SM.
+  uint8_t* stages = smem;                                                       // kFastStages tiles
+  auto* frags = reinterpret_cast<uint2*>(smem + kFastStages * kFastTileBytes);  // [rows, heads / 8, 4, 32]
+  auto* terms = reinterpret_cast<int2*>(frags + rows_cta * per_row / 8);        // [rows, heads]
+  auto* q_scales = reinterpret_cast<float*>(terms + rows_cta * heads);          // [rows, heads, 4]
+  float* weights = q_scales + rows_cta * heads * kFastBlocks;                   // [rows, heads]
+  __shared__ int row_fast[kFastRows], row_span[kFastRows];
+  __shared__ int2 row_range[kFastRows];
+  __shared__ int64_t row_visible[kFastRows];
+  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * rows_cta;
+  const int rows = static_cast<int>(min(static_cast<int64_t>(rows_cta), a.n - row0));
+  // Fragment order: slot ((r·heads/8 + j)·4 + b)·32 + lane holds head j·8 + lane/4, channels
+  // b·32 + (lane%4)·8 .. + 8 (the channel permutation of the A fragments).
+  for (int i = threadIdx.x; i < rows * per_row / 8; i += kFastThreads) {
+    const int lane = i & 31, b = (i >> 5) & 3, j = i >> 7;  // j counts over rows too
+    const int head = j * 8 + (lane >> 2);                   // row-major over (row, head)
+    frags[i] = *reinterpret_cast<const uint2*>(a.queries.values + row0 * per_row + head * kFastDim + b * 32 +
+                                               (lane & 3) * 8);
+  }
+  for (int i = threadIdx.x; i < rows * heads; i += kFastThreads) {
+    terms[i] = a.queries.terms[row0 * heads + i];
+    weights[i] = a.weights[row0 * heads + i];
+  }
+  for (int i = threadIdx.x; i < rows * heads * kFastBlocks; i += kFastThreads)
+    q_scales[i] = a.queries.scales[row0 * heads * kFastBlocks + i];
   if (threadIdx.x < rows) {
     row_fast[threadIdx.x] = a.queries.fast[row0 + threadIdx.x];
     row_span[threadIdx.x] = a.queries.span[row0 + threadIdx.x];
+    row_range[threadIdx.x] = a.queries.key_range[row0 + threadIdx.x];
+    row_visible[threadIdx.x] = a.visible[row0 + threadIdx.x];
   }
   const int64_t tiles = (a.count + kFastTileEntries - 1) / kFastTileEntries;
   // Prologue: the first kFastStages - 1 tiles of this CTA in flight.
@@ -480,7 +703,7 @@ __global__ void __launch_bounds__(kFastThreads) fast_scores_kernel(FastArgs a) {
     cp_async_commit();
   }
   int stage = 0;
-  const int warp = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
     // Issue the tile kFastStages - 1 ahead into the stage consumed last iteration.
     const int64_t ahead = tile + static_cast<int64_t>(kFastStages - 1) * gridDim.x;
@@ -489,15 +712,29 @@ __global__ void __launch_bounds__(kFastThreads) fast_scores_kernel(FastArgs a) {
     cp_async_commit();
     cp_async_wait<kFastStages - 1>();
     __syncthreads();
-    const uint8_t* records = stages + stage * kFastTileBytes;
-    for (int r = 0; r < rows; ++r) {
-      if (!row_fast[r]) continue;  // the exact kernel scores this row
-#pragma unroll
-      for (int m = 0; m < 2; ++m) {
-        const int local = warp * 32 + m * 16;
-        score_m_tile(a, records + local * kKeyBytes, tile * kFastTileEntries + local, r, row0 + r,
-                     q_values + r * per_row, q_negated + r * per_row, q_scales + r * a.heads * kFastBlocks,
-                     weights + r * a.heads, row_span[r]);
+#pragma unroll 1
+    for (int m = 0; m < 2; ++m) {
+      const int local = warp * 32 + m * 16;
+      const uint8_t* records = stages + stage * kFastTileBytes + local * kKeyBytes;
+      const int64_t entry0 = tile * kFastTileEntries + local;
+      // Decoded once for all rows of the CTA.
+      const KeyExponents k = key_exponents(records, g);
+      uint32_t frag_a[kFastBlocks][4];
+      if (k.narrow) narrow_key_fragments(records, k, g, t, frag_a);
+      for (int r = 0; r < rows; ++r) {
+        if (!row_fast[r]) continue;  // the exact kernel scores this row
+        const int2 range = row_range[r];
+        const bool in_range =
+            k.min[0] >= range.x && k.min[0] <= range.y && k.min[1] >= range.x && k.min[1] <= range.y;
+        if (k.narrow && __all_sync(0xFFFFFFFFu, in_range)) {
+          score_narrow_m_tile(a, frag_a, k, frags + r * per_row / 8,
+                              reinterpret_cast<const int4*>(terms + r * heads), entry0, row0 + r,
+                              row_visible[r]);
+        } else {
+          const int64_t offset = (row0 + r) * per_row;
+          score_m_tile(a, records, entry0, r, row0 + r, a.queries.values + offset, a.queries.negated + offset,
+                       q_scales + r * heads * kFastBlocks, weights + r * heads, row_span[r]);
+        }
       }
     }
     __syncthreads();  // the stage is refilled next iteration
@@ -507,8 +744,10 @@ __global__ void __launch_bounds__(kFastThreads) fast_scores_kernel(FastArgs a) {
 }
 
 size_t fast_scores_smem(int heads, int rows_per_cta) {
+  // Stages, then per row: fragments (128 B per head), terms (8 B per head), block scales (16 B) and
+  // weights (4 B).
   return static_cast<size_t>(kFastStages) * kFastTileBytes +
-         static_cast<size_t>(rows_per_cta) * heads * (2 * kFastDim + 4 * (kFastBlocks + 1));
+         static_cast<size_t>(rows_per_cta) * heads * (kFastDim + 8 + 4 * (kFastBlocks + 1));
 }
 
 bool fast_path_applies(const IndexScoringArgs& args) {
@@ -518,7 +757,7 @@ bool fast_path_applies(const IndexScoringArgs& args) {
 }
 
 struct PreparedLayout {
-  size_t values = 0, negated = 0, scales = 0, fast = 0, span = 0, total = 0;
+  size_t values = 0, negated = 0, scales = 0, fast = 0, span = 0, terms = 0, key_range = 0, total = 0;
 };
 
 PreparedLayout prepared_layout(int64_t n, int heads) {
@@ -529,7 +768,9 @@ PreparedLayout prepared_layout(int64_t n, int heads) {
   l.scales = l.negated + round(values);
   l.fast = l.scales + round(static_cast<size_t>(n) * heads * kFastBlocks * sizeof(float));
   l.span = l.fast + round(static_cast<size_t>(n) * sizeof(int));
-  l.total = l.span + round(static_cast<size_t>(n) * sizeof(int));
+  l.terms = l.span + round(static_cast<size_t>(n) * sizeof(int));
+  l.key_range = l.terms + round(static_cast<size_t>(n) * heads * sizeof(int2));
+  l.total = l.key_range + round(static_cast<size_t>(n) * sizeof(int2));
   return l;
 }
 
@@ -537,14 +778,15 @@ PreparedQueries prepared_in(void* workspace, int64_t n, int heads) {
   const PreparedLayout l = prepared_layout(n, heads);
   auto* p = static_cast<uint8_t*>(workspace);
   return {reinterpret_cast<int8_t*>(p + l.values), reinterpret_cast<int8_t*>(p + l.negated),
-          reinterpret_cast<float*>(p + l.scales), reinterpret_cast<int*>(p + l.fast),
-          reinterpret_cast<int*>(p + l.span)};
+          reinterpret_cast<float*>(p + l.scales),  reinterpret_cast<int*>(p + l.fast),
+          reinterpret_cast<int*>(p + l.span),      reinterpret_cast<int2*>(p + l.terms),
+          reinterpret_cast<int2*>(p + l.key_range)};
 }
 
 void launch_fast_scores(const IndexScoringArgs& args, void* workspace, cudaStream_t stream) {
   const PreparedQueries prepared = prepared_in(workspace, args.n, args.heads);
-  prepare_queries_kernel<<<static_cast<unsigned>(args.n), kPrepareThreads, 0, stream>>>(args.queries,
-                                                                                        args.heads, prepared);
+  prepare_queries_kernel<<<static_cast<unsigned>(args.n), kPrepareThreads, 0, stream>>>(
+      args.queries, args.head_weights, args.heads, prepared);
   FKV_CUDA_CHECK_LAUNCH();
   const int rows_per_cta = static_cast<int>(std::min<int64_t>(args.n, kFastRows));
   const size_t smem = fast_scores_smem(args.heads, rows_per_cta);

@@ -71,6 +71,9 @@ struct ScoreCase {
   bool raw_row = false;  // faithful: leave query row 1 un-quantized (the GPU's exact fallback path)
   int block_spread = 0;  // key channel block b scaled by 2^(spread·b): wide scale spans per head
   int query_spread = 0;  // the same for the query heads
+  int weight_exp = 0;    // head weights scaled by 2^weight_exp (moves the narrow-term path's key range)
+  int entry_spread = 0;  // key j scaled by 2^(±k), k uniform in [0, entry_spread] (sign per case)
+  bool dyadic_weights = false;  // weights k·2^-j with |k| <= 2 (zeros; sums often on BF16 midpoints)
 };
 
 void check_scores(int64_t rows, int heads, int dim, int64_t count, ScoreCase c, uint64_t seed) {
@@ -81,7 +84,16 @@ void check_scores(int64_t rows, int heads, int dim, int64_t count, ScoreCase c, 
     queries[i] =
         std::ldexp(queries[i], c.query_spread * static_cast<int>((i % static_cast<size_t>(dim)) / 32));
   std::vector<float> weights = normal_values(static_cast<size_t>(rows * heads), 0.2f, rng);
+  std::uniform_int_distribution<int> small_int(-2, 2), small_exp(0, 3);
+  for (float& w : weights)
+    w = std::ldexp(c.dyadic_weights ? static_cast<float>(small_int(rng)) : w,
+                   c.weight_exp - (c.dyadic_weights ? small_exp(rng) : 0));
   std::vector<float> key_rows = normal_values(static_cast<size_t>(count * dim), 1.5f, rng);
+  std::uniform_int_distribution<int> entry_exp(0, std::abs(c.entry_spread));
+  for (int64_t j = 0; j < count && c.entry_spread != 0; ++j) {
+    const int e = c.entry_spread < 0 ? -entry_exp(rng) : entry_exp(rng);
+    for (int64_t i = 0; i < dim; ++i) key_rows[static_cast<size_t>(j * dim + i)] *= std::ldexp(1.0f, e);
+  }
   for (size_t i = 0; i < key_rows.size(); ++i)
     key_rows[i] =
         std::ldexp(key_rows[i], c.block_spread * static_cast<int>((i % static_cast<size_t>(dim)) / 32));
@@ -161,6 +173,14 @@ TEST_CASE("gpu index scores are bit-identical to the CPU backend's", "[gpu][inde
   check_scores(2, 32, 128, 300, ScoreCase{true, false, 3}, ++s);  // span 9: the narrow row's margin -> double
   check_scores(2, 32, 128, 300, ScoreCase{true, false, 12}, ++s);
   check_scores(2, 32, 128, 300, ScoreCase{true, false, 0, 2}, ++s);
+  // The narrow-term path (fp32 head sum with a rounding certificate, double redo when uncertain): dyadic
+  // weights put many sums exactly on BF16 midpoints; tiny / huge weights with keys spread over ~100
+  // binades send the tiles whose exponents leave the path's normal range (or the narrow range) to the
+  // per-block path within one row; four rows of different visibility in one pass.
+  check_scores(4, 32, 128, 3001, ScoreCase{true, false, 0, 0, 0, 0, true}, ++s);
+  check_scores(3, 32, 128, 3001, ScoreCase{true, false, 0, 0, -40, -100}, ++s);
+  check_scores(3, 32, 128, 3001, ScoreCase{true, false, 0, 0, 40, 80}, ++s);
+  check_scores(4, 64, 128, 1000, ScoreCase{true, false, 0, 0, 0, 0, true}, ++s);
 }
 
 namespace {
