@@ -11,6 +11,8 @@
 #include <flashkv/config.hpp>
 #include <flashkv/numeric/scalar_codecs.hpp>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -324,3 +326,89 @@ TEST_CASE("CudaBackend compressor_pool equals the CPU backend bit for bit", "[gp
 }
 
 }  // namespace
+
+namespace {
+
+// Median wall time of `call` over 5 runs after a warm-up, in microseconds.
+template <typename Call>
+double median_us(Call call) {
+  call();
+  std::vector<double> times;
+  for (int i = 0; i < 5; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    call();
+    times.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(times.begin(), times.end());
+  return times[2];
+}
+
+// One op at one shape on both backends: prints the two times. `run(backend)` does the call.
+template <typename Run>
+void time_op(const char* what, Run run) {
+  const double cpu_us = median_us([&] { run(cpu()); });
+  const double gpu_us = median_us([&] { run(static_cast<const be::Backend&>(gpu())); });
+  std::printf("backend ops timing: %-44s cpu %9.1f us  cuda %9.1f us  (cpu/cuda %.2fx)\n", what, cpu_us,
+              gpu_us, cpu_us / gpu_us);
+}
+
+}  // namespace
+
+// Not a benchmark: one line per op at V4.1's decode and prefill shapes, so the GPU rounds show what moving
+// the op costs or saves while the Backend still passes host views (each CUDA call copies in and out).
+TEST_CASE("CudaBackend KV write path: wall time against the CPU backend at V4.1 shapes",
+          "[gpu][backend_ops]") {
+  if (flashkv::test::small_scale()) return;
+  Rng rng(flashkv::test::fresh_seed());
+  const flashkv::RopeScaling yarn;
+  const be::RopeTable table = be::make_rope_table(64, 10000.0, &yarn, Rounding::kFaithful);
+  for (const int64_t n : {int64_t{1}, int64_t{2048}}) {
+    const std::vector<float> x = random_rows(rng, n, 512, true);
+    std::vector<uint8_t> records(static_cast<size_t>(n) *
+                                 be::record_bytes(RecordFormat::kFp8Bf16Rope, 512, 64));
+    std::vector<float> rows(x.size());
+    const std::string rows_text = " n=" + std::to_string(n);
+    time_op(("quantize_rows fp8 512 +dequantized" + rows_text).c_str(), [&](const be::Backend& b) {
+      b.quantize_rows(be::ConstMatrix{x.data(), n, 512}, RecordFormat::kFp8, records,
+                      be::Matrix{rows.data(), n, 512});
+    });
+    time_op(("quantize_rows nvfp4 512" + rows_text).c_str(), [&](const be::Backend& b) {
+      b.quantize_rows(be::ConstMatrix{x.data(), n, 512}, RecordFormat::kNvfp4, records, be::Matrix{});
+    });
+    time_op(("quantize_rope_rows 512/64 +dequantized" + rows_text).c_str(), [&](const be::Backend& b) {
+      b.quantize_rope_rows(be::ConstMatrix{x.data(), n, 512}, 64, records, be::Matrix{rows.data(), n, 512});
+    });
+    std::vector<int64_t> positions(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) positions[static_cast<size_t>(i)] = 1000 + i;
+    time_op(("rope 1x512 (window rows)" + rows_text).c_str(), [&](const be::Backend& b) {
+      rows = x;
+      b.rope(be::Matrix{rows.data(), n, 512}, 1, positions, table, false, Rounding::kFaithful);
+    });
+  }
+  for (const int64_t n : {int64_t{1}, int64_t{128}}) {
+    const std::vector<float> q = random_rows(rng, n, 64 * 512, true);
+    std::vector<float> work(q.size());
+    std::vector<int64_t> positions(static_cast<size_t>(n), 5000);
+    const std::string rows_text = " n=" + std::to_string(n);
+    time_op(("rope 64x512 (queries)" + rows_text).c_str(), [&](const be::Backend& b) {
+      work = q;
+      b.rope(be::Matrix{work.data(), n, 64 * 512}, 64, positions, table, false, Rounding::kFaithful);
+    });
+    time_op(("fake_quantize mxfp4 64x128 (index queries)" + rows_text).c_str(), [&](const be::Backend& b) {
+      work.assign(q.begin(), q.begin() + n * 64 * 128);
+      b.fake_quantize(be::Matrix{work.data(), n, 64 * 128}, RecordFormat::kMxfp4);
+    });
+  }
+  for (const int64_t ratio : {int64_t{8}, int64_t{128}}) {
+    const int64_t groups = ratio == 8 ? 512 : 32;
+    const std::vector<float> v = random_rows(rng, groups * ratio, 512, false);
+    const std::vector<float> g = random_rows(rng, groups * ratio, 512, false);
+    std::vector<float> pooled(static_cast<size_t>(groups * 512));
+    time_op(("compressor_pool ratio " + std::to_string(ratio) + " groups " + std::to_string(groups)).c_str(),
+            [&](const be::Backend& b) {
+              b.compressor_pool(be::ConstMatrix{v.data(), groups * ratio, 512},
+                                be::ConstMatrix{g.data(), groups * ratio, 512}, ratio,
+                                be::Matrix{pooled.data(), groups, 512}, Rounding::kFaithful);
+            });
+  }
+}
