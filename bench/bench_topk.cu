@@ -53,7 +53,7 @@ int main() {
     std::printf("  %-34s %10s %-7s %7s\n", "top-512 (rows x N)", "time", "unit", "of floor");
     fb::print_result(kProgram, "d2d_copy_2GiB", copy_gbs, "GB/s", 1.0);
     // What one launch costs by this timing method (events around an empty kernel): the floor of the
-    // small shapes, which launch one to five kernels.
+    // small shapes, which launch one or two kernels.
     const double launch_ms = fb::median_ms(stream, [&] {
       empty_kernel<<<1, 32, 0, stream>>>();
       FKV_CUDA_CHECK_LAUNCH();

@@ -1,12 +1,19 @@
-// Row top-k by radix select and index-order compaction (see topk.cuh for the contract).
+// Row top-k (see topk.cuh for the contract).
 //
 // Selection law (the CPU's select_top_k): order by (score descending, index ascending) and take the first k;
 // drop −∞ (and NaN) entries; emit sorted by index. With T the key of the k-th entry of that order and `need`
 // the number of entries equal to T among the first k, the selected set is {key > T} ∪ {the `need`
 // lowest-index entries with key == T}. Radix select finds T and `need` digit by digit (the entries whose
 // key matches the digits chosen so far are the candidates; `need` is what is still missing from them).
-// Compaction then walks the row in index order, so the output is sorted without a sort.
-#include <cub/block/block_reduce.cuh>
+// Compaction then walks the entries in index order, so the output is sorted without a sort.
+//
+// Speed comes from not running the radix passes over the whole row: a lower bound L on the threshold is
+// guessed from a sample (the sample's max and a log-scale histogram of the distances to it), the entries
+// with key >= L are gathered in index order (one read of the scores), and the exact selection runs on
+// those few candidates. The guess is checked, never trusted: when at least k entries are >= L, T >= L and
+// the top k are all candidates; when L is the lowest valid key, every valid entry is a candidate. A failed
+// guess costs time, not exactness (short rows retake every valid entry; long rows run the radix select on
+// the whole row).
 #include <cub/block/block_scan.cuh>
 
 #include <flashkv/error.hpp>
@@ -22,17 +29,10 @@ namespace {
 
 constexpr int kBins = 2048;                    // 11-bit digits
 constexpr uint32_t kNegInfKey = ~0xFF800000u;  // key of −∞, the smallest key any score maps to
+constexpr uint32_t kLowestValidKey = kNegInfKey + 1u;
 
-// Digit p covers bits [shift, shift + width) of the key: 31..21, 20..10, 9..0.
-__host__ __device__ constexpr int digit_shift(int pass) {
-  return pass == 0 ? 21 : (pass == 1 ? 10 : 0);
-}
-// Bits of the key above digit `pass` (the digits already chosen).
-__host__ __device__ constexpr uint32_t chosen_mask(int pass) {
-  return pass == 0 ? 0u : (pass == 1 ? 0xFFE00000u : 0xFFFFFC00u);
-}
-__device__ inline uint32_t digit_of(uint32_t key, int pass) {
-  return (key >> digit_shift(pass)) & (kBins - 1u);
+__device__ inline bool valid_key(uint32_t key) {
+  return key > kNegInfKey;
 }
 
 // Order-preserving key: a > b as scores iff key(a) > key(b); −0 and +0 equal; NaN as −∞.
@@ -47,20 +47,22 @@ __device__ inline uint32_t order_key(float f) {
 __device__ inline uint32_t order_key(uint16_t bf16) {
   return order_key(__uint_as_float(static_cast<uint32_t>(bf16) << 16)) & 0xFFFF0000u;
 }
-// BF16 keys have 16 significant bits: two digits decide them.
-template <typename T>
-constexpr int passes_for() {
-  return sizeof(T) == 2 ? 2 : 3;
-}
 
-// Per-row radix state: the digits chosen so far (prefix) and how many entries matching them are still
-// needed; `arrived` counts the CTAs of a pass that have flushed their histogram (multi-CTA path).
-struct RowState {
-  uint32_t prefix;
-  uint32_t need;
-  uint32_t arrived;
-  uint32_t done;  // the chosen bin is taken whole: later digits are not needed
-};
+// ---- CTA-wide helpers ---------------------------------------------------------------------------------
+
+// Maximum (kMax) or minimum of `value` over the CTA; every thread gets it.
+template <int kThreads, bool kMax>
+__device__ uint32_t block_extreme(uint32_t value) {
+  __shared__ uint32_t per_warp[kThreads / 32];
+  const unsigned lane = threadIdx.x & 31u;
+  value = kMax ? __reduce_max_sync(~0u, value) : __reduce_min_sync(~0u, value);
+  if (lane == 0) per_warp[threadIdx.x >> 5] = value;
+  __syncthreads();
+  value = lane < kThreads / 32 ? per_warp[lane] : (kMax ? 0u : ~0u);
+  value = kMax ? __reduce_max_sync(~0u, value) : __reduce_min_sync(~0u, value);
+  __syncthreads();  // per_warp may be reused by the next call
+  return value;
+}
 
 // Given the candidates' histogram (bins in shared memory, `need` > 0 of them wanted), picks the digit
 // whose bin holds the need-th largest candidate: the new prefix digit and what is still needed from it.
@@ -111,6 +113,30 @@ __device__ void choose_digit(const uint32_t* hist, uint32_t need, uint32_t* digi
   *whole = found_whole;
 }
 
+// ---- exact radix select over a whole row (k above the candidate path's limit, or a failed guess) --------
+
+constexpr int kRowThreads = 512;
+constexpr int kRowItems = 8;
+constexpr int kRowTile = kRowThreads * kRowItems;
+constexpr int64_t kMaxCachedKeys = 48 * 1024;  // 192 KB of keys in shared memory
+
+// Digit p covers bits [shift, shift + width) of the key: 31..21, 20..10, 9..0.
+__host__ __device__ constexpr int digit_shift(int pass) {
+  return pass == 0 ? 21 : (pass == 1 ? 10 : 0);
+}
+// Bits of the key above digit `pass` (the digits already chosen).
+__host__ __device__ constexpr uint32_t chosen_mask(int pass) {
+  return pass == 0 ? 0u : (pass == 1 ? 0xFFE00000u : 0xFFFFFC00u);
+}
+__device__ inline uint32_t digit_of(uint32_t key, int pass) {
+  return (key >> digit_shift(pass)) & (kBins - 1u);
+}
+// BF16 keys have 16 significant bits: two digits decide them.
+template <typename T>
+constexpr int passes_for() {
+  return sizeof(T) == 2 ? 2 : 3;
+}
+
 // Compaction of one tile of kThreads * kItems consecutive entries [base, min(base + tile, end)) in index
 // order. An entry's output slot is (valid entries above T before it) + min(entries equal to T before it,
 // need); `greater_seen` and `equal_seen` carry those counts over the earlier tiles (same in every thread).
@@ -158,44 +184,15 @@ __device__ void compact_tile(KeyAt key_at, int64_t base, int64_t end, uint32_t t
   __syncthreads();  // tile_total and the scan storage are reused by the next tile
 }
 
-// ---- one CTA per row ----------------------------------------------------------------------------------
-
-constexpr int kRowThreads = 512;
-constexpr int kRowItems = 8;
-constexpr int kRowTile = kRowThreads * kRowItems;
-constexpr int64_t kMaxCachedKeys = 48 * 1024;  // 192 KB of keys in shared memory
-
+// The top k of data[0, len) into row_out[0, k), by kRowThreads threads: radix passes over every entry
+// (keys cached in shared memory when `cache` is non-null, else read from global memory each pass).
 template <typename T>
-__device__ inline T negative_infinity();
-template <>
-__device__ inline float negative_infinity<float>() {
-  return -INFINITY;
-}
-template <>
-__device__ inline uint16_t negative_infinity<uint16_t>() {
-  return 0xFF80u;  // BF16 −∞
-}
-
-// CTA (segment s, row r) selects the top k of scores[r, s·L, min(n, (s+1)·L)) (L = `segment`; one segment
-// is the whole row) into out[(r·segments + s)·k, +k) as row indices. With out_scores non-null the selected
-// scores go beside them (−∞ padding): the candidates of the two-stage path.
-template <typename T>
-__global__ void __launch_bounds__(kRowThreads)
-    top_k_row_kernel(const T* scores, int64_t n, int64_t segment, int64_t k, int32_t* out, T* out_scores,
-                     bool cached) {
-  extern __shared__ uint32_t cache[];
+__device__ void select_row_radix(const T* data, int64_t len, int64_t k, int32_t* row_out, uint32_t* cache) {
   __shared__ uint32_t hist[kBins];
-  const int64_t row = blockIdx.y;
-  const int64_t begin = static_cast<int64_t>(blockIdx.x) * segment;
-  const int64_t len = min(segment, n - begin);
-  const T* data = scores + row * n + begin;
-  const int64_t slot0 = (row * gridDim.x + blockIdx.x) * k;
-  int32_t* row_out = out + slot0;
-  T* row_scores = out_scores != nullptr ? out_scores + slot0 : nullptr;
-  if (cached) {
+  if (cache != nullptr) {
     for (int64_t i = threadIdx.x; i < len; i += kRowThreads) cache[i] = order_key(data[i]);
   }
-  const auto key_at = [&](int64_t i) { return cached ? cache[i] : order_key(data[i]); };
+  const auto key_at = [&](int64_t i) { return cache != nullptr ? cache[i] : order_key(data[i]); };
   uint32_t prefix = 0;
   uint32_t need = static_cast<uint32_t>(min(k, len));
   for (int pass = 0; pass < passes_for<T>(); ++pass) {
@@ -215,191 +212,421 @@ __global__ void __launch_bounds__(kRowThreads)
     __syncthreads();
     if (whole) break;
   }
-  for (int64_t i = threadIdx.x; i < k; i += kRowThreads) {
-    row_out[i] = -1;
-    if (row_scores != nullptr) row_scores[i] = negative_infinity<T>();
-  }
+  for (int64_t i = threadIdx.x; i < k; i += kRowThreads) row_out[i] = -1;
   __syncthreads();
-  const auto emit = [&](uint32_t slot, int64_t i) {
-    row_out[slot] = static_cast<int32_t>(begin + i);
-    if (row_scores != nullptr) row_scores[slot] = data[i];
-  };
+  const auto emit = [&](uint32_t slot, int64_t i) { row_out[slot] = static_cast<int32_t>(i); };
   uint32_t greater_seen = 0, equal_seen = 0;
   for (int64_t base = 0; base < len; base += kRowTile)
     compact_tile<kRowThreads, kRowItems>(key_at, base, len, prefix, need, emit, greater_seen, equal_seen);
 }
 
-// out[r, i] = candidates[r, positions[r, i]] (−1 stays −1): stage two's picks back to row indices.
-__global__ void gather_candidates_kernel(const int32_t* positions, const int32_t* candidates, int64_t width,
-                                         int64_t k, int32_t* out) {
-  const int64_t row = blockIdx.y;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < k;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int32_t p = positions[row * k + i];
-    out[row * k + i] = p >= 0 ? candidates[row * width + p] : -1;
-  }
+// One CTA per row (blockIdx.x), keys cached in dynamic shared memory when `cached`.
+template <typename T>
+__global__ void __launch_bounds__(kRowThreads)
+    top_k_row_kernel(const T* scores, int64_t n, int64_t k, int32_t* out, bool cached) {
+  extern __shared__ uint32_t cache[];
+  const int64_t row = blockIdx.x;
+  select_row_radix(scores + row * n, n, k, out + row * k, cached ? cache : nullptr);
 }
 
-// ---- several CTAs per row (long rows) -------------------------------------------------------------------
+// ---- the threshold guess ------------------------------------------------------------------------------
 
-constexpr int kChunkThreads = 512;
-constexpr int kChunkItems = 8;
-constexpr int kChunkTile = kChunkThreads * kChunkItems;
+// Distances d = max_key - key in 240 log-scale buckets: exact below 8, then 8 buckets per octave (each
+// 12.5% of its distance wide), so the top of any distribution is resolved finely.
+constexpr int kDistanceBuckets = 256;
+constexpr uint32_t kEveryBucket = 255;
 
-struct ChunkCounts {
-  uint32_t greater;  // entries with key > T that are valid
-  uint32_t equal;    // entries with key == T
-};
+__device__ inline uint32_t distance_bucket(uint32_t d) {
+  if (d < 8u) return d;
+  const uint32_t e = 31u - static_cast<uint32_t>(__clz(d));
+  return 8u + (e - 3u) * 8u + ((d >> (e - 3u)) & 7u);
+}
+// The largest distance in bucket b (every distance from the last bucket, 239, on).
+__device__ inline uint32_t bucket_top(uint32_t b) {
+  if (b < 8u) return b;
+  if (b >= 239u) return 0xFFFFFFFFu;
+  const uint32_t e = 3u + (b - 8u) / 8u;
+  return ((9u + (b - 8u) % 8u) << (e - 3u)) - 1u;
+}
+// Lower bound L: the lowest key within bucket b's distances of max_key, never below the lowest valid key.
+__device__ inline uint32_t lower_key(uint32_t max_key, uint32_t bucket) {
+  if (!valid_key(max_key)) return kLowestValidKey;
+  const uint32_t span = bucket_top(bucket);
+  return max_key - kLowestValidKey <= span ? kLowestValidKey : max_key - span;
+}
+// Which sampled entry's bucket bounds the guess: about 2k entries of the row should be at or above the
+// rank-th largest of `samples` evenly spread ones (and at least 16 sampled entries, for a stable guess).
+__device__ inline uint32_t sample_rank(int64_t k, int64_t samples, int64_t n) {
+  const int64_t rank = (2 * k * samples + n - 1) / n;
+  return static_cast<uint32_t>(min(max(rank, int64_t{16}), int64_t{0x7FFFFFFF}));
+}
+// By warp 0: the smallest bucket whose cumulative count reaches `rank`, or kEveryBucket when the histogram
+// holds fewer entries.
+__device__ uint32_t rank_bucket(const uint32_t* hist, uint32_t rank) {
+  static_assert(kDistanceBuckets == 32 * 8);
+  const unsigned lane = threadIdx.x & 31u;
+  uint32_t local = 0;
+  for (unsigned i = 0; i < 8; ++i) local += hist[lane * 8 + i];
+  uint32_t inclusive = local;
+  for (unsigned offset = 1; offset < 32; offset <<= 1) {
+    const uint32_t other = __shfl_up_sync(~0u, inclusive, offset);
+    if (lane >= offset) inclusive += other;
+  }
+  uint32_t found = kEveryBucket;
+  if (inclusive >= rank && inclusive - local < rank) {
+    uint32_t cumulative = inclusive - local;
+    for (unsigned i = 0; i < 8; ++i) {
+      cumulative += hist[lane * 8 + i];
+      if (cumulative >= rank) {
+        found = lane * 8 + i;
+        break;
+      }
+    }
+  }
+  return __reduce_min_sync(~0u, found);
+}
 
-struct Workspace {
-  RowState* state;      // [rows]
-  uint32_t* hist;       // [rows, kBins]
-  ChunkCounts* counts;  // [rows, chunks]
-};
+// ---- candidates in index order ------------------------------------------------------------------------
 
-// Histogram of digit `pass` over one chunk of a row; the last CTA of the row to finish picks the digit.
-template <typename T>
-__global__ void __launch_bounds__(kChunkThreads)
-    chunk_histogram_kernel(const T* scores, int64_t n, int64_t k, int64_t chunk, int pass, Workspace ws) {
+// A tile in striped layout (item i of thread t is entry t + kThreads·i of the tile) with a flag per item:
+// fills counts[i·kWarps + w] with the index-order exclusive prefix of the flags of (item i, warp w) and
+// returns the tile's total (also left in counts[kItems·kWarps]). A flagged item's position is then
+// counts[i·kWarps + w] + (flagged lanes below it in ballots[i]). Two barriers; all threads call it.
+template <int kThreads, int kItems>
+__device__ uint32_t tile_positions(const bool (&flags)[kItems], uint32_t (&ballots)[kItems],
+                                   uint32_t* counts) {
+  constexpr int kWarps = kThreads / 32;
+  constexpr int kPerLane = kItems * kWarps / 32;
+  const unsigned warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
+#pragma unroll
+  for (int i = 0; i < kItems; ++i) {
+    ballots[i] = __ballot_sync(~0u, flags[i]);
+    if (lane == static_cast<unsigned>(i))
+      counts[i * kWarps + warp] = static_cast<uint32_t>(__popc(ballots[i]));
+  }
+  __syncthreads();
+  if (warp == 0) {
+    uint32_t values[kPerLane];
+    uint32_t local = 0;
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) {
+      values[j] = counts[lane * kPerLane + j];
+      local += values[j];
+    }
+    uint32_t inclusive = local;
+    for (unsigned offset = 1; offset < 32; offset <<= 1) {
+      const uint32_t other = __shfl_up_sync(~0u, inclusive, offset);
+      if (lane >= offset) inclusive += other;
+    }
+    uint32_t running = inclusive - local;
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) {
+      counts[lane * kPerLane + j] = running;
+      running += values[j];
+    }
+    if (lane == 31) counts[kItems * kWarps] = inclusive;
+  }
+  __syncthreads();
+  return counts[kItems * kWarps];
+}
+
+// The top k of `count` candidates (keys and row indices in shared memory, in index order, all valid) into
+// out[0, k): radix passes on key − min key from its highest set bit (candidates sit near the top of the
+// row, so their distances spread over the bins), then the index-order compaction; −1 pads.
+template <int kThreads>
+__device__ void select_candidates(const uint32_t* keys, const int32_t* indices, uint32_t count, int64_t k,
+                                  int32_t* out) {
   __shared__ uint32_t hist[kBins];
-  __shared__ bool last;
-  const int64_t row = blockIdx.y;
-  const T* data = scores + row * n;
-  RowState* state = ws.state + row;
-  uint32_t* row_hist = ws.hist + row * kBins;
-  if (pass > 0 && state->done != 0) return;  // settled by an earlier digit
-  for (int b = threadIdx.x; b < kBins; b += kChunkThreads) hist[b] = 0;
-  __syncthreads();
-  const uint32_t prefix = pass == 0 ? 0u : state->prefix;
-  const uint32_t mask = chosen_mask(pass);
-  const int64_t begin = static_cast<int64_t>(blockIdx.x) * chunk;
-  const int64_t end = min(begin + chunk, n);
-  for (int64_t i = begin + threadIdx.x; i < end; i += kChunkThreads) {
-    const uint32_t key = order_key(data[i]);
-    if ((key & mask) == prefix) atomicAdd(&hist[digit_of(key, pass)], 1u);
+  // Taken: (key − base) >> shift above prefix, or equal to it among the first `need` in index order.
+  uint32_t base = 0;
+  int shift = 32;
+  uint64_t prefix = 0;
+  uint32_t need = count;
+  if (count > k) {
+    uint32_t lo = ~0u, hi = 0u;
+    for (uint32_t i = threadIdx.x; i < count; i += kThreads) {
+      lo = min(lo, keys[i]);
+      hi = max(hi, keys[i]);
+    }
+    base = block_extreme<kThreads, false>(lo);
+    hi = block_extreme<kThreads, true>(hi);
+    shift = hi == base ? 0 : 32 - __clz(hi - base);
+    need = static_cast<uint32_t>(k);
+    while (shift > 0) {
+      const int low = max(shift - 11, 0);
+      const uint32_t mask = (1u << (shift - low)) - 1u;
+      for (int b = threadIdx.x; b < kBins; b += kThreads) hist[b] = 0;
+      __syncthreads();
+      for (uint32_t i = threadIdx.x; i < count; i += kThreads) {
+        const uint32_t e = keys[i] - base;
+        if ((static_cast<uint64_t>(e) >> shift) == prefix) atomicAdd(&hist[(e >> low) & mask], 1u);
+      }
+      __syncthreads();
+      uint32_t digit = 0, remaining = 0;
+      bool whole = false;
+      choose_digit<kThreads>(hist, need, &digit, &remaining, &whole);
+      prefix = (prefix << (shift - low)) | digit;
+      shift = low;
+      need = remaining;
+      __syncthreads();
+      if (whole) break;
+    }
   }
-  __syncthreads();
-  for (int b = threadIdx.x; b < kBins; b += kChunkThreads) {
-    if (hist[b] != 0) atomicAdd(&row_hist[b], hist[b]);
-  }
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(&state->arrived, 1u) == gridDim.x - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  for (int b = threadIdx.x; b < kBins; b += kChunkThreads) {
-    hist[b] = __ldcg(&row_hist[b]);
-    row_hist[b] = 0;  // ready for the next pass
-  }
-  __syncthreads();
-  const uint32_t need = pass == 0 ? static_cast<uint32_t>(min(k, n)) : state->need;
-  uint32_t digit = 0, remaining = 0;
-  bool whole = false;
-  choose_digit<kChunkThreads>(hist, need, &digit, &remaining, &whole);
-  if (threadIdx.x == 0) {
-    state->prefix = prefix | (digit << digit_shift(pass));
-    state->need = whole ? 0xFFFFFFFFu : remaining;
-    state->done = whole ? 1u : 0u;
-    state->arrived = 0;
-  }
-}
-
-// Per chunk: how many valid entries are above the threshold and how many equal it.
-template <typename T>
-__global__ void __launch_bounds__(kChunkThreads)
-    chunk_count_kernel(const T* scores, int64_t n, int64_t chunk, Workspace ws) {
-  using Reduce = cub::BlockReduce<uint32_t, kChunkThreads>;
-  __shared__ typename Reduce::TempStorage reduce_storage;
-  const int64_t row = blockIdx.y;
-  const T* data = scores + row * n;
-  const uint32_t threshold = ws.state[row].prefix;
-  const int64_t begin = static_cast<int64_t>(blockIdx.x) * chunk;
-  const int64_t end = min(begin + chunk, n);
+  // Compaction: thread t walks candidates [t·per, (t+1)·per); counts packed as (equal << 16) | greater.
+  using Scan = cub::BlockScan<uint32_t, kThreads>;
+  __shared__ typename Scan::TempStorage scan_storage;
+  const uint32_t per = (count + kThreads - 1) / kThreads;
+  const uint32_t first = min(count, threadIdx.x * per), last = min(count, first + per);
+  const auto level = [&](uint32_t i) { return static_cast<uint64_t>(keys[i] - base) >> shift; };
   uint32_t packed = 0;
-  for (int64_t i = begin + threadIdx.x; i < end; i += kChunkThreads) {
-    const uint32_t key = order_key(data[i]);
-    packed += key == threshold ? 0x10000u : (key > threshold && key > kNegInfKey ? 1u : 0u);
+  for (uint32_t i = first; i < last; ++i) {
+    const uint64_t q = level(i);
+    packed += q == prefix ? 0x10000u : (q > prefix ? 1u : 0u);
   }
-  // A chunk holds at most 65535 entries (checked by the launcher), so the halves never carry.
-  const uint32_t total = Reduce(reduce_storage).Sum(packed);
-  if (threadIdx.x == 0) ws.counts[row * gridDim.x + blockIdx.x] = {total & 0xFFFFu, total >> 16};
+  uint32_t before = 0;
+  Scan(scan_storage).ExclusiveSum(packed, before);
+  uint32_t greater_rank = before & 0xFFFFu, equal_rank = before >> 16;
+  for (uint32_t i = first; i < last; ++i) {
+    const uint64_t q = level(i);
+    if (q == prefix) {
+      if (equal_rank < need) out[greater_rank + equal_rank] = indices[i];
+      ++equal_rank;
+    } else if (q > prefix) {
+      out[greater_rank + min(equal_rank, need)] = indices[i];
+      ++greater_rank;
+    }
+  }
+  for (int64_t i = min(static_cast<int64_t>(count), k) + threadIdx.x; i < k; i += kThreads) out[i] = -1;
 }
 
-// Per chunk: its output offset from the earlier chunks' counts, then the index-order compaction.
+// ---- short rows: one CTA per row, the row in registers ---------------------------------------------------
+
+constexpr int kShortThreads = 1024;
+constexpr int kShortItems = 16;
+constexpr int64_t kShortMax = kShortThreads * kShortItems;
+constexpr int kShortWarps = kShortThreads / 32;
+
+// Row blockIdx.x (n <= kShortMax): the guess from min(n, 1024) evenly spread entries, candidates gathered
+// into dynamic shared memory (n keys, then n indices), a failed guess retaken with every valid entry.
 template <typename T>
-__global__ void __launch_bounds__(kChunkThreads)
-    chunk_write_kernel(const T* scores, int64_t n, int64_t k, int64_t chunk, int32_t* out, Workspace ws) {
-  using Reduce = cub::BlockReduce<uint32_t, kChunkThreads>;
-  __shared__ typename Reduce::TempStorage reduce_storage;
-  __shared__ uint32_t s_greater, s_equal;
+__global__ void __launch_bounds__(kShortThreads)
+    top_k_short_kernel(const T* scores, int64_t n, int64_t k, int32_t* out) {
+  extern __shared__ uint32_t candidate_keys[];
+  int32_t* candidate_indices = reinterpret_cast<int32_t*>(candidate_keys + n);
+  __shared__ uint32_t sample_hist[kDistanceBuckets];
+  __shared__ uint32_t counts[kShortItems * kShortWarps + 1];
+  __shared__ uint32_t shared_lower;
+  const int64_t row = blockIdx.x;
+  const T* data = scores + row * n;
+  const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+  for (int b = threadIdx.x; b < kDistanceBuckets; b += kShortThreads) sample_hist[b] = 0;
+  const int64_t samples = min(n, static_cast<int64_t>(kShortThreads));
+  uint32_t keys[kShortItems];
+#pragma unroll
+  for (int i = 0; i < kShortItems; ++i) {
+    const int64_t e = threadIdx.x + static_cast<int64_t>(kShortThreads) * i;
+    keys[i] = e < n ? order_key(data[e]) : 0u;
+  }
+  const uint32_t sample = threadIdx.x < samples ? order_key(data[threadIdx.x * n / samples]) : 0u;
+  uint32_t local_max = 0;
+#pragma unroll
+  for (int i = 0; i < kShortItems; ++i) local_max = max(local_max, keys[i]);
+  const uint32_t max_key = block_extreme<kShortThreads, true>(local_max);
+  if (valid_key(sample)) atomicAdd(&sample_hist[distance_bucket(max_key - sample)], 1u);
+  __syncthreads();
+  if (warp == 0) {
+    const uint32_t bucket = rank_bucket(sample_hist, sample_rank(k, samples, n));
+    if (lane == 0) shared_lower = lower_key(max_key, bucket);
+  }
+  __syncthreads();
+  uint32_t lower = shared_lower;
+  bool flags[kShortItems];
+  uint32_t ballots[kShortItems];
+  uint32_t total = 0;
+  for (;;) {
+#pragma unroll
+    for (int i = 0; i < kShortItems; ++i) flags[i] = keys[i] >= lower;
+    total = tile_positions<kShortThreads, kShortItems>(flags, ballots, counts);
+    if (static_cast<int64_t>(total) >= k || lower == kLowestValidKey) break;
+    lower = kLowestValidKey;  // too few above the guess: every valid entry is a candidate
+  }
+  const uint32_t lanes_below = (1u << lane) - 1u;
+#pragma unroll
+  for (int i = 0; i < kShortItems; ++i) {
+    if (!flags[i]) continue;
+    const uint32_t slot =
+        counts[i * kShortWarps + warp] + static_cast<uint32_t>(__popc(ballots[i] & lanes_below));
+    candidate_keys[slot] = keys[i];
+    candidate_indices[slot] = static_cast<int32_t>(threadIdx.x + kShortThreads * i);
+  }
+  __syncthreads();
+  select_candidates<kShortThreads>(candidate_keys, candidate_indices, total, k, out + row * k);
+}
+
+// ---- long rows: a filter pass over chunks, then a per-row selection of the candidates ---------------------
+
+constexpr int kFilterThreads = 512;
+constexpr int kFilterItems = 16;
+constexpr int kFilterWarps = kFilterThreads / 32;
+constexpr int64_t kFilterTile = kFilterThreads * kFilterItems;
+constexpr int kSampleItems = 16;
+constexpr int64_t kSamples = kFilterThreads * kSampleItems;  // 256 runs of 32 consecutive entries
+constexpr uint32_t kCapacity = 8192;                         // candidates per row (and per chunk)
+constexpr int64_t kFilterMaxK = kCapacity / 4;               // a guess for 2k stays well inside it
+constexpr int kMergeThreads = kRowThreads;                   // the fallback is select_row_radix
+constexpr int64_t kTargetCtas = 264;                         // two filter CTAs per SM of an H100/H200
+
+struct FilterWorkspace {
+  uint32_t* lower;   // [rows] the guess L
+  uint32_t* counts;  // [rows, chunks] entries >= L per chunk (may exceed kCapacity)
+  uint2* kept;       // [rows, chunks, kCapacity] (key, index) of those entries, in index order
+};
+
+// L for a row of n > kShortMax entries from kSamples entries in 256 evenly spaced runs; the same in every
+// CTA of the row (same entries, same arithmetic).
+template <typename T>
+__device__ uint32_t sampled_lower_key(const T* data, int64_t n, int64_t k) {
+  __shared__ uint32_t hist[kDistanceBuckets];
+  __shared__ uint32_t shared_lower;
+  constexpr int64_t kRuns = kSamples / 32;
+  for (int b = threadIdx.x; b < kDistanceBuckets; b += kFilterThreads) hist[b] = 0;
+  uint32_t keys[kSampleItems];
+  uint32_t local_max = 0;
+#pragma unroll
+  for (int i = 0; i < kSampleItems; ++i) {
+    const int64_t q = threadIdx.x + static_cast<int64_t>(kFilterThreads) * i;
+    const int64_t position = (q >> 5) * (n - 32) / (kRuns - 1) + (q & 31);
+    keys[i] = order_key(data[position]);
+    local_max = max(local_max, keys[i]);
+  }
+  const uint32_t max_key = block_extreme<kFilterThreads, true>(local_max);
+#pragma unroll
+  for (int i = 0; i < kSampleItems; ++i) {
+    if (valid_key(keys[i])) atomicAdd(&hist[distance_bucket(max_key - keys[i])], 1u);
+  }
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    const uint32_t bucket = rank_bucket(hist, sample_rank(k, kSamples, n));
+    if (threadIdx.x == 0) shared_lower = lower_key(max_key, bucket);
+  }
+  __syncthreads();
+  return shared_lower;
+}
+
+// CTA (chunk c, row r): keeps the entries >= L of scores[r, c·chunk, min(n, (c+1)·chunk)) in index order
+// (the first kCapacity of them) and counts them. The scores are read once, in coalesced tiles.
+template <typename T>
+__global__ void __launch_bounds__(kFilterThreads, 2)
+    top_k_filter_kernel(const T* scores, int64_t n, int64_t k, int64_t chunk, FilterWorkspace ws) {
+  __shared__ uint32_t counts[2][kFilterItems * kFilterWarps + 1];
   const int64_t row = blockIdx.y;
   const T* data = scores + row * n;
-  const uint32_t threshold = ws.state[row].prefix;
-  const uint32_t need = ws.state[row].need;
-  uint32_t greater = 0, equal = 0;
-  for (uint32_t c = threadIdx.x; c < blockIdx.x; c += kChunkThreads) {
-    const ChunkCounts counts = ws.counts[row * gridDim.x + c];
-    greater += counts.greater;
-    equal += counts.equal;
-  }
-  const uint32_t greater_before = Reduce(reduce_storage).Sum(greater);
-  __syncthreads();
-  const uint32_t equal_before = Reduce(reduce_storage).Sum(equal);
-  if (threadIdx.x == 0) {
-    s_greater = greater_before;
-    s_equal = equal_before;
-  }
-  __syncthreads();
-  uint32_t greater_seen = s_greater, equal_seen = s_equal;
+  const uint32_t lower = sampled_lower_key(data, n, k);
+  if (blockIdx.x == 0 && threadIdx.x == 0) ws.lower[row] = lower;
   const int64_t begin = static_cast<int64_t>(blockIdx.x) * chunk;
-  const int64_t end = min(begin + chunk, n);
-  const auto key_at = [&](int64_t i) { return order_key(data[i]); };
-  int32_t* row_out = out + row * k;
-  const auto emit = [&](uint32_t slot, int64_t i) { row_out[slot] = static_cast<int32_t>(i); };
-  for (int64_t base = begin; base < end; base += kChunkTile)
-    compact_tile<kChunkThreads, kChunkItems>(key_at, base, end, threshold, need, emit, greater_seen,
-                                             equal_seen);
+  const int64_t end = min(n, begin + chunk);
+  uint2* kept = ws.kept + (row * gridDim.x + blockIdx.x) * static_cast<int64_t>(kCapacity);
+  const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+  const uint32_t lanes_below = (1u << lane) - 1u;
+  uint32_t written = 0;
+  int parity = 0;
+  for (int64_t base = begin; base < end; base += kFilterTile) {
+    uint32_t keys[kFilterItems];
+    bool flags[kFilterItems];
+    uint32_t ballots[kFilterItems];
+#pragma unroll
+    for (int i = 0; i < kFilterItems; ++i) {
+      const int64_t e = base + threadIdx.x + static_cast<int64_t>(kFilterThreads) * i;
+      keys[i] = e < end ? order_key(data[e]) : 0u;
+    }
+#pragma unroll
+    for (int i = 0; i < kFilterItems; ++i) flags[i] = keys[i] >= lower;
+    // Double-buffered counts: a tile's counts are read after its second barrier, the next tile writes the
+    // other buffer, and the one after that passes the next tile's first barrier before writing this one.
+    uint32_t* tile_counts = counts[parity];
+    const uint32_t total = tile_positions<kFilterThreads, kFilterItems>(flags, ballots, tile_counts);
+#pragma unroll
+    for (int i = 0; i < kFilterItems; ++i) {
+      if (!flags[i]) continue;
+      const uint32_t slot = written + tile_counts[i * kFilterWarps + warp] +
+                            static_cast<uint32_t>(__popc(ballots[i] & lanes_below));
+      const int64_t e = base + threadIdx.x + static_cast<int64_t>(kFilterThreads) * i;
+      if (slot < kCapacity) kept[slot] = make_uint2(keys[i], static_cast<uint32_t>(e));
+    }
+    written += total;
+    parity ^= 1;
+  }
+  if (threadIdx.x == 0) ws.counts[row * gridDim.x + blockIdx.x] = written;
 }
+
+// Row blockIdx.x: the chunks' candidates gathered in chunk order (= index order) into dynamic shared memory
+// (kCapacity keys, then kCapacity indices) and selected; when the guess failed (fewer than k candidates and
+// not every valid entry, or more than kCapacity) the exact radix select over the whole row instead.
+template <typename T>
+__global__ void __launch_bounds__(kMergeThreads)
+    top_k_merge_kernel(const T* scores, int64_t n, int64_t k, int32_t* out, int chunks, FilterWorkspace ws) {
+  extern __shared__ uint32_t candidate_keys[];
+  int32_t* candidate_indices = reinterpret_cast<int32_t*>(candidate_keys + kCapacity);
+  using Scan = cub::BlockScan<uint32_t, kMergeThreads>;
+  __shared__ typename Scan::TempStorage scan_storage;
+  __shared__ uint32_t offsets[kMergeThreads], sizes[kMergeThreads];
+  const int64_t row = blockIdx.x;
+  const uint32_t size = static_cast<int>(threadIdx.x) < chunks ? ws.counts[row * chunks + threadIdx.x] : 0u;
+  uint32_t offset = 0, total = 0;
+  Scan(scan_storage).ExclusiveSum(size, offset, total);
+  if (static_cast<int>(threadIdx.x) < chunks) {
+    offsets[threadIdx.x] = offset;
+    sizes[threadIdx.x] = size;
+  }
+  __syncthreads();
+  int32_t* row_out = out + row * k;
+  const bool every_valid_entry = ws.lower[row] == kLowestValidKey;
+  if (total > kCapacity || (static_cast<int64_t>(total) < k && !every_valid_entry)) {
+    select_row_radix(scores + row * n, n, k, row_out, static_cast<uint32_t*>(nullptr));
+    return;
+  }
+  const uint2* kept = ws.kept + row * chunks * static_cast<int64_t>(kCapacity);
+  const unsigned lane = threadIdx.x & 31u;
+  for (int c = static_cast<int>(threadIdx.x >> 5); c < chunks; c += kMergeThreads / 32) {
+    const uint2* source = kept + static_cast<int64_t>(c) * kCapacity;
+    for (uint32_t j = lane; j < sizes[c]; j += 32) {
+      const uint2 entry = source[j];
+      candidate_keys[offsets[c] + j] = entry.x;
+      candidate_indices[offsets[c] + j] = static_cast<int32_t>(entry.y);
+    }
+  }
+  __syncthreads();
+  select_candidates<kMergeThreads>(candidate_keys, candidate_indices, total, k, row_out);
+}
+
+// ---- host side ----------------------------------------------------------------------------------------
 
 [[noreturn]] void invalid(const std::string& message) {
   throw Error(ErrorCode::kInvalidArgument, "top_k_rows: " + message);
 }
 
-// Entries per chunk on the multi-CTA path: enough CTAs to fill the GPU twice, tiles of kChunkTile, and
-// at most 65535 entries (the packed 16-bit counters of chunk_count_kernel).
-int64_t chunk_size(int64_t rows, int64_t n) {
-  constexpr int64_t kTargetCtas = 264;
-  const int64_t per_row = std::max<int64_t>(1, kTargetCtas / std::max<int64_t>(rows, 1));
-  int64_t chunk = (n + per_row - 1) / per_row;
-  chunk = std::clamp<int64_t>(chunk, kChunkTile, 8 * kChunkTile);
-  return (chunk + kChunkTile - 1) / kChunkTile * kChunkTile;
+enum class Path { kShort, kFilter, kRadix };
+
+Path path_for(int64_t n, int64_t k) {
+  if (n <= kShortMax) return Path::kShort;
+  return k <= kFilterMaxK ? Path::kFilter : Path::kRadix;
 }
 
-// Rows short enough for one CTA with cached keys, or too many rows for splitting to pay, take the
-// one-CTA-per-row kernel.
-bool one_cta_per_row(int64_t rows, int64_t n) {
-  return n <= kMaxCachedKeys || rows >= 132;
+// Entries per filter CTA: whole tiles, about kTargetCtas CTAs over all rows (at most that many per row,
+// which also bounds the merge kernel's per-chunk table).
+int64_t filter_chunk(int64_t rows, int64_t n) {
+  const int64_t tiles = (n + kFilterTile - 1) / kFilterTile;
+  const int64_t per_row = std::clamp<int64_t>(kTargetCtas / rows, 1, tiles);
+  return (tiles + per_row - 1) / per_row * kFilterTile;
 }
 
-// Two stages for many long rows: segments of kSegment entries each give their top k (one CTA each, keys in
-// shared memory: the scores are read once), then one CTA per row selects the top k of those candidates.
-// Exact: an entry of the row's top k has fewer than k entries before it in the (score, index) order, so
-// also within its segment; candidates sit in index order, so stage two's tie rule is the row's.
-constexpr int64_t kSegment = 16 * 1024;
-
-int64_t segments(int64_t n) {
-  return (n + kSegment - 1) / kSegment;
-}
-
-bool two_stage(int64_t rows, int64_t n, int64_t k) {
-  return rows >= 4 && n > kMaxCachedKeys && segments(n) * k <= kMaxCachedKeys;
+int64_t filter_chunks(int64_t rows, int64_t n) {
+  const int64_t chunk = filter_chunk(rows, n);
+  return (n + chunk - 1) / chunk;
 }
 
 struct WorkspaceLayout {
-  size_t state = 0, hist = 0, counts = 0;                      // multi-CTA path
-  size_t candidates = 0, candidate_scores = 0, positions = 0;  // two-stage path
-  size_t total = 0;
+  size_t counts = 0, kept = 0, total = 0;  // lower at offset 0
 };
 
 size_t round_up(size_t bytes) {
@@ -408,73 +635,62 @@ size_t round_up(size_t bytes) {
 
 WorkspaceLayout layout(int64_t rows, int64_t n, int64_t k) {
   WorkspaceLayout l;
-  if (two_stage(rows, n, k)) {
-    const size_t width = static_cast<size_t>(rows * segments(n) * k);
-    l.candidate_scores = round_up(width * sizeof(int32_t));
-    l.positions = l.candidate_scores + round_up(width * sizeof(float));
-    l.total = l.positions + round_up(static_cast<size_t>(rows * k) * sizeof(int32_t));
-    return l;
-  }
-  if (one_cta_per_row(rows, n)) return l;
-  const int64_t chunks = (n + chunk_size(rows, n) - 1) / chunk_size(rows, n);
-  l.hist = round_up(static_cast<size_t>(rows) * sizeof(RowState));
-  l.counts = l.hist + round_up(static_cast<size_t>(rows) * kBins * sizeof(uint32_t));
-  l.total = l.counts + round_up(static_cast<size_t>(rows * chunks) * sizeof(ChunkCounts));
+  if (path_for(n, k) != Path::kFilter) return l;
+  const auto chunk_slots = static_cast<size_t>(rows * filter_chunks(rows, n));
+  l.counts = round_up(static_cast<size_t>(rows) * sizeof(uint32_t));
+  l.kept = l.counts + round_up(chunk_slots * sizeof(uint32_t));
+  l.total = l.kept + chunk_slots * kCapacity * sizeof(uint2);
   return l;
 }
 
-template <typename T>
-void launch_per_segment(const T* scores, int64_t rows, int64_t n, int64_t segment, int64_t k, int32_t* out,
-                        T* out_scores, cudaStream_t stream) {
-  static const bool configured = [] {
-    FKV_CUDA_CHECK(cudaFuncSetAttribute(top_k_row_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(kMaxCachedKeys * sizeof(uint32_t))));
-    return true;
-  }();
-  (void)configured;
-  const bool cached = segment <= kMaxCachedKeys;
-  const size_t smem = cached ? static_cast<size_t>(segment) * sizeof(uint32_t) : 0;
-  const dim3 grid(static_cast<unsigned>((n + segment - 1) / segment), static_cast<unsigned>(rows));
-  top_k_row_kernel<T><<<grid, kRowThreads, smem, stream>>>(scores, n, segment, k, out, out_scores, cached);
-  FKV_CUDA_CHECK_LAUNCH();
+// Raises a kernel's dynamic shared memory limit once per process.
+template <typename Kernel>
+void allow_shared_memory(Kernel kernel, size_t bytes) {
+  FKV_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
 }
 
 template <typename T>
 void launch(const T* scores, int64_t rows, int64_t n, int64_t k, int32_t* out, void* workspace,
             cudaStream_t stream) {
-  auto* base = static_cast<uint8_t*>(workspace);
-  const WorkspaceLayout l = layout(rows, n, k);
-  if (two_stage(rows, n, k)) {
-    const int64_t width = segments(n) * k;
-    auto* candidates = reinterpret_cast<int32_t*>(base + l.candidates);
-    auto* candidate_scores = reinterpret_cast<T*>(base + l.candidate_scores);
-    auto* positions = reinterpret_cast<int32_t*>(base + l.positions);
-    launch_per_segment(scores, rows, n, kSegment, k, candidates, candidate_scores, stream);
-    launch_per_segment(static_cast<const T*>(candidate_scores), rows, width, width, k, positions,
-                       static_cast<T*>(nullptr), stream);
-    gather_candidates_kernel<<<dim3(static_cast<unsigned>((k + 255) / 256), static_cast<unsigned>(rows)), 256,
-                               0, stream>>>(positions, candidates, width, k, out);
-    FKV_CUDA_CHECK_LAUNCH();
-    return;
+  static const bool configured = [] {
+    allow_shared_memory(top_k_short_kernel<T>, kShortMax * 2 * sizeof(uint32_t));
+    allow_shared_memory(top_k_merge_kernel<T>, kCapacity * 2 * sizeof(uint32_t));
+    allow_shared_memory(top_k_row_kernel<T>, kMaxCachedKeys * sizeof(uint32_t));
+    return true;
+  }();
+  (void)configured;
+  const auto grid_rows = static_cast<unsigned>(rows);
+  switch (path_for(n, k)) {
+    case Path::kShort:
+      top_k_short_kernel<T>
+          <<<grid_rows, kShortThreads, static_cast<size_t>(n) * 2 * sizeof(uint32_t), stream>>>(scores, n, k,
+                                                                                                out);
+      FKV_CUDA_CHECK_LAUNCH();
+      return;
+    case Path::kFilter: {
+      auto* base = static_cast<uint8_t*>(workspace);
+      const WorkspaceLayout l = layout(rows, n, k);
+      const FilterWorkspace ws{reinterpret_cast<uint32_t*>(base),
+                               reinterpret_cast<uint32_t*>(base + l.counts),
+                               reinterpret_cast<uint2*>(base + l.kept)};
+      const int64_t chunks = filter_chunks(rows, n);
+      top_k_filter_kernel<T><<<dim3(static_cast<unsigned>(chunks), grid_rows), kFilterThreads, 0, stream>>>(
+          scores, n, k, filter_chunk(rows, n), ws);
+      FKV_CUDA_CHECK_LAUNCH();
+      top_k_merge_kernel<T><<<grid_rows, kMergeThreads, kCapacity * 2 * sizeof(uint32_t), stream>>>(
+          scores, n, k, out, static_cast<int>(chunks), ws);
+      FKV_CUDA_CHECK_LAUNCH();
+      return;
+    }
+    case Path::kRadix: {
+      const bool cached = n <= kMaxCachedKeys;
+      const size_t smem = cached ? static_cast<size_t>(n) * sizeof(uint32_t) : 0;
+      top_k_row_kernel<T><<<grid_rows, kRowThreads, smem, stream>>>(scores, n, k, out, cached);
+      FKV_CUDA_CHECK_LAUNCH();
+      return;
+    }
   }
-  if (one_cta_per_row(rows, n)) {
-    launch_per_segment(scores, rows, n, n, k, out, static_cast<T*>(nullptr), stream);
-    return;
-  }
-  const Workspace ws{reinterpret_cast<RowState*>(base + l.state), reinterpret_cast<uint32_t*>(base + l.hist),
-                     reinterpret_cast<ChunkCounts*>(base + l.counts)};
-  FKV_CUDA_CHECK(cudaMemsetAsync(workspace, 0, l.counts, stream));  // states and histograms
-  FKV_CUDA_CHECK(cudaMemsetAsync(out, 0xFF, static_cast<size_t>(rows * k) * sizeof(int32_t), stream));
-  const int64_t chunk = chunk_size(rows, n);
-  const dim3 grid(static_cast<unsigned>((n + chunk - 1) / chunk), static_cast<unsigned>(rows));
-  for (int pass = 0; pass < passes_for<T>(); ++pass) {
-    chunk_histogram_kernel<T><<<grid, kChunkThreads, 0, stream>>>(scores, n, k, chunk, pass, ws);
-    FKV_CUDA_CHECK_LAUNCH();
-  }
-  chunk_count_kernel<T><<<grid, kChunkThreads, 0, stream>>>(scores, n, chunk, ws);
-  FKV_CUDA_CHECK_LAUNCH();
-  chunk_write_kernel<T><<<grid, kChunkThreads, 0, stream>>>(scores, n, k, chunk, out, ws);
-  FKV_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace

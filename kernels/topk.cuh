@@ -3,20 +3,22 @@
 // (or NaN, which counts as −∞) and missing columns (k > n) are −1, after the valid ones. This is exactly
 // backend::cpu::select_top_k (lib/backend/cpu/topk.cpp); tests/gpu/test_topk.cpp checks it bit for bit.
 //
-// Mechanism: radix select on the order-preserving uint32 key of each score (−0 and +0 share a key, NaN
-// takes −∞'s) in digits of 11, 11 and 10 bits (11 and 5 for BF16) finds the threshold key T and how many
-// entries equal to T are taken; a compaction pass in index order then keeps key > T and the first `need`
-// entries equal to T, so no sort is needed. Short rows are handled by one CTA each with the keys in shared
-// memory; many long rows take two stages (the top k of each 16K-entry segment, one CTA each, then the top
-// k of those candidates: the scores are read once); a few long rows are split into chunks over several
-// CTAs (global histograms, the last CTA of a row picks the digit).
+// Mechanism: a lower bound L on the threshold is guessed from a sample of the row (its max and a log-scale
+// histogram of the distances to it, aiming at ~2k entries >= L); the entries >= L are gathered in index
+// order (the scores are read once) and the exact radix select (digits of key − min candidate key) plus an
+// index-order compaction runs on those candidates only. The guess is verified, never trusted: with at least
+// k entries >= L the top k are all candidates; otherwise every valid entry is taken (short rows) or the row
+// takes the exact radix select over all its entries (long rows). Rows of n <= 16384 take one CTA each with
+// the row in registers (one launch); longer rows a filter kernel over chunks (several CTAs per row) and a
+// merge kernel (one CTA per row); k > 2048 with n > 16384 takes the whole-row radix select.
 //
 // Contract: scores, out and workspace are device pointers; scores is [rows, n] row-major (fp32, or BF16 as
 // raw uint16 bits), out is [rows, k] int32. 0 <= k, n <= 2^31 - 1, rows >= 0. The workspace must hold
-// top_k_workspace_bytes(rows, n, k) bytes (may be null when that is 0). Work is enqueued on `stream`; the
-// call does not synchronize. Errors: bad arguments throw flashkv::Error(kInvalidArgument); a failed launch
-// throws flashkv::Error(kDevice). Threading: no state; concurrent calls on different streams with
-// different workspaces are safe.
+// top_k_workspace_bytes(rows, n, k) bytes (may be null when that is 0; no initialisation needed; 64 KB
+// per filter CTA of the long-row path, at most max(rows, 264) x 64 KB; none for short rows). Work is enqueued
+// on `stream`; the call does not synchronize. Errors: bad arguments throw flashkv::Error(kInvalidArgument); a
+// failed launch throws flashkv::Error(kDevice). Threading: no state; concurrent calls on different streams
+// with different workspaces are safe.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -1,8 +1,10 @@
 // The GPU top-k (kernels/topk.cuh) against the CPU backend's select_top_k (lib/backend/cpu/topk.cpp), the
-// law the engine uses: on fresh random rows of many shapes (n not a multiple of any tile, k > n, one CTA
-// per row with and without cached keys, several CTAs per row, two stages over segments) and score
-// distributions chosen to stress the tie rule and the −∞ handling (heavy ties, all-equal rows, −∞ rows, NaN,
-// ±0, ±∞, BF16 ties), the index lists must be identical element for element (they are sorted, so identical
+// law the engine uses: on fresh random rows of many shapes (n not a multiple of any tile, k > n; every path:
+// short rows in one CTA, long rows through the filter and merge kernels, k above the filter's limit through
+// the whole-row radix select with and without cached keys) and score distributions chosen to stress the tie
+// rule, the −∞ handling and the threshold guess (heavy ties, all-equal rows, −∞ rows, NaN, ±0, ±∞, BF16
+// ties, ascending rows whose top k sit at the end; rows with too many candidates take the merge kernel's
+// exact fallback), the index lists must be identical element for element (they are sorted, so identical
 // sets in identical order). The output is poisoned before each launch. FLASHKV_TEST_SCALE=small shrinks the
 // large cases.
 #include <cuda_runtime.h>
@@ -33,7 +35,7 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 using flashkv::test::fresh_seed;
 using flashkv::test::small_scale;
 
-enum class Distribution { kNormal, kFewValues, kAllEqual, kNegInfRow, kSpecials, kMostlyNegInf };
+enum class Distribution { kNormal, kFewValues, kAllEqual, kNegInfRow, kSpecials, kMostlyNegInf, kAscending };
 
 const char* name(Distribution d) {
   switch (d) {
@@ -49,17 +51,20 @@ const char* name(Distribution d) {
       return "specials";
     case Distribution::kMostlyNegInf:
       return "mostly--inf";
+    case Distribution::kAscending:
+      return "ascending";
   }
   return "?";
 }
 
-std::vector<float> make_scores(Distribution d, int64_t count, std::mt19937_64& rng) {
+std::vector<float> make_scores(Distribution d, int64_t count, int64_t n, std::mt19937_64& rng) {
   std::normal_distribution<float> normal(0.0f, 3.0f);
   std::uniform_int_distribution<int> small(0, 7);
   std::uniform_int_distribution<int> pick(0, 15);
   const float equal = normal(rng);
   std::vector<float> scores(static_cast<size_t>(count));
-  for (float& s : scores) {
+  for (int64_t i = 0; i < count; ++i) {
+    float& s = scores[static_cast<size_t>(i)];
     switch (d) {
       case Distribution::kNormal:
         s = normal(rng);
@@ -86,6 +91,9 @@ std::vector<float> make_scores(Distribution d, int64_t count, std::mt19937_64& r
       case Distribution::kMostlyNegInf:
         s = pick(rng) == 0 ? normal(rng) : -kInf;
         break;
+      case Distribution::kAscending:  // runs of 3 equal scores, rising along the row, plus a little noise
+        s = static_cast<float>((i % n) / 3) * 0.25f + static_cast<float>(pick(rng) == 0);
+        break;
     }
   }
   return scores;
@@ -101,7 +109,7 @@ std::vector<int32_t> cpu_top_k(const std::vector<float>& scores, int64_t rows, i
 // Runs the GPU top-k on fp32 or BF16 scores and compares with the CPU on the same (fp32) values.
 void check_top_k(int64_t rows, int64_t n, int64_t k, Distribution d, fc::ScoreType type, uint64_t seed) {
   std::mt19937_64 rng(seed);
-  std::vector<float> scores = make_scores(d, rows * n, rng);
+  std::vector<float> scores = make_scores(d, rows * n, n, rng);
   std::vector<uint16_t> bf16(scores.size());
   if (type == fc::ScoreType::kBf16) {
     for (size_t i = 0; i < scores.size(); ++i) {
@@ -141,17 +149,19 @@ struct Shape {
 }  // namespace
 
 TEST_CASE("gpu top-k equals the CPU top-k on every shape and score distribution", "[gpu][topk]") {
-  // Every path: one CTA per row (cached keys, and uncached with >= 132 rows), several CTAs per row, two
-  // stages. Sanitizer runs (small scale) keep one shape per path and the two distributions richest in
-  // ties and specials.
-  std::vector<Shape> shapes = {{1, 1, 1},        {3, 100, 512},   {5, 1000, 17}, {2, 16387, 512},
-                               {2, 70001, 2048}, {5, 65537, 512}, {133, 301, 64}};
-  std::vector<Distribution> distributions = {Distribution::kSpecials, Distribution::kFewValues};
+  // Every path: short rows (n <= 16384), the filter and merge kernels (n > 16384, k <= 2048), the whole-row
+  // radix select (k > 2048; cached keys up to 48K entries). Sanitizer runs (small scale) keep one shape per
+  // path and the distributions richest in ties and specials.
+  std::vector<Shape> shapes = {{1, 1, 1},       {3, 100, 512},    {5, 1000, 17},
+                               {2, 16387, 512}, {2, 70001, 2048}, {5, 65537, 512},
+                               {133, 301, 64},  {2, 20001, 3000}, {1, 16384, 512}};
+  std::vector<Distribution> distributions = {Distribution::kSpecials, Distribution::kFewValues,
+                                             Distribution::kAscending};
   if (!small_scale()) {
     for (const Shape s :
          {Shape{2, 4095, 512}, Shape{3, 49153, 512}, Shape{1, 200003, 512}, Shape{133, 3001, 64},
           Shape{4, 100003, 1000}, Shape{6, 49153, 7}, Shape{1, 4096 * 8 + 1, 1}, Shape{1, 1000003, 512},
-          Shape{4, 262147, 512}, Shape{140, 50001, 512}})
+          Shape{4, 262147, 512}, Shape{140, 50001, 512}, Shape{1, 60001, 2500}, Shape{3, 16383, 2047}})
       shapes.push_back(s);
     for (const Distribution d : {Distribution::kNormal, Distribution::kAllEqual, Distribution::kNegInfRow,
                                  Distribution::kMostlyNegInf})
