@@ -8,10 +8,12 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <flashkv/error.hpp>
 
+#include "error_translation.hpp"
 #include "runtime/cpu_engine.hpp"
 #include "runtime/engram_hash.hpp"
 #include "runtime/numpy_random.hpp"
@@ -30,13 +32,7 @@ py::handle engine_error_type;
 
 template <typename Body>
 auto translated(Body&& body) {
-  try {
-    return body();
-  } catch (const Error& error) {
-    const std::string message = fmt::format("{}: {}", error_code_name(error.code()), error.what());
-    PyErr_SetString(engine_error_type.ptr(), message.c_str());
-    throw py::error_already_set();
-  }
+  return testing::translated(engine_error_type, std::forward<Body>(body));
 }
 
 struct State {

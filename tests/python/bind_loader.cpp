@@ -14,6 +14,7 @@
 #include <flashkv/config.hpp>
 #include <flashkv/error.hpp>
 
+#include "error_translation.hpp"
 #include "loader/checkpoint.hpp"
 #include "loader/dtype_convert.hpp"
 #include "loader/safetensors_file.hpp"
@@ -34,13 +35,7 @@ py::handle loader_error_type;
 // Runs `body`, turning flashkv::Error into LoaderError so tests can match code and message.
 template <typename Body>
 auto translated(Body&& body) {
-  try {
-    return body();
-  } catch (const Error& error) {
-    const std::string message = fmt::format("{}: {}", error_code_name(error.code()), error.what());
-    PyErr_SetString(loader_error_type.ptr(), message.c_str());
-    throw py::error_already_set();
-  }
+  return testing::translated(loader_error_type, std::forward<Body>(body));
 }
 
 py::dict record_dict(std::string_view name, loader::DType dtype, std::span<const int64_t> shape,

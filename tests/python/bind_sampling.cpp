@@ -8,11 +8,13 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <flashkv/error.hpp>
 #include <flashkv/sampling.hpp>
 
+#include "error_translation.hpp"
 #include "runtime/sampling.hpp"
 
 namespace py = pybind11;
@@ -28,13 +30,7 @@ py::handle sampling_error_type;
 
 template <typename Body>
 auto translated(Body&& body) {
-  try {
-    return body();
-  } catch (const Error& error) {
-    const std::string message = fmt::format("{}: {}", error_code_name(error.code()), error.what());
-    PyErr_SetString(sampling_error_type.ptr(), message.c_str());
-    throw py::error_already_set();
-  }
+  return testing::translated(sampling_error_type, std::forward<Body>(body));
 }
 
 using FloatArray = py::array_t<float, py::array::c_style | py::array::forcecast>;
