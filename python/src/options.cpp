@@ -31,16 +31,8 @@ std::optional<PrefillMode> parse_optional_prefill(const std::optional<std::strin
 SamplingParams sampling_params(float temperature, int32_t top_k, float top_p, float min_p,
                                float repetition_penalty, float presence_penalty, float frequency_penalty,
                                uint64_t seed) {
-  SamplingParams params;
-  params.temperature = temperature;
-  params.top_k = top_k;
-  params.top_p = top_p;
-  params.min_p = min_p;
-  params.repetition_penalty = repetition_penalty;
-  params.presence_penalty = presence_penalty;
-  params.frequency_penalty = frequency_penalty;
-  params.seed = seed;
-  return params;
+  return SamplingParams{temperature,       top_k, top_p, min_p, repetition_penalty, presence_penalty,
+                        frequency_penalty, seed};
 }
 
 const char* stop_reason_name(StopReason reason) noexcept {

@@ -44,15 +44,8 @@ std::span<const float> row_of(const FloatArray& logits) {
 
 Sampler make_sampler(float temperature, int32_t top_k, float top_p, float min_p, float repetition_penalty,
                      float presence_penalty, float frequency_penalty, uint64_t seed) {
-  SamplingParams params;
-  params.temperature = temperature;
-  params.top_k = top_k;
-  params.top_p = top_p;
-  params.min_p = min_p;
-  params.repetition_penalty = repetition_penalty;
-  params.presence_penalty = presence_penalty;
-  params.frequency_penalty = frequency_penalty;
-  params.seed = seed;
+  const SamplingParams params{temperature,       top_k, top_p, min_p, repetition_penalty, presence_penalty,
+                              frequency_penalty, seed};  // in field order
   return translated([&] { return Sampler(params); });
 }
 
