@@ -63,6 +63,15 @@ py::bytes view_bytes(const TensorView& view) {
   return py::bytes(reinterpret_cast<const char*>(view.bytes.data()), view.bytes.size());
 }
 
+// Checkpoint.<reader>(name): what a loader byte reader makes of the named tensor, as Python bytes.
+template <auto reader>
+py::bytes tensor_bytes(const Checkpoint& checkpoint, const std::string& name) {
+  return translated([&] {
+    const auto bytes = reader(checkpoint.tensor(name));
+    return py::bytes(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  });
+}
+
 void bind_reader(py::module_& m) {
   m.def(
       "parse_safetensors_header",
@@ -120,34 +129,10 @@ void bind_checkpoint(py::module_& m) {
                return out;
              });
            })
-      .def("read_e8m0_codes",
-           [](const Checkpoint& checkpoint, const std::string& name) {
-             return translated([&] {
-               const auto codes = loader::read_e8m0_codes(checkpoint.tensor(name));
-               return py::bytes(reinterpret_cast<const char*>(codes.data()), codes.size());
-             });
-           })
-      .def("e8m0_code_bytes",
-           [](const Checkpoint& checkpoint, const std::string& name) {
-             return translated([&] {
-               const auto bytes = loader::e8m0_code_bytes(checkpoint.tensor(name));
-               return py::bytes(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-             });
-           })
-      .def("packed_e2m1_bytes",
-           [](const Checkpoint& checkpoint, const std::string& name) {
-             return translated([&] {
-               const auto bytes = loader::packed_e2m1_bytes(checkpoint.tensor(name));
-               return py::bytes(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-             });
-           })
-      .def("e4m3_codes",
-           [](const Checkpoint& checkpoint, const std::string& name) {
-             return translated([&] {
-               const auto bytes = loader::e4m3_codes(checkpoint.tensor(name));
-               return py::bytes(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-             });
-           })
+      .def("read_e8m0_codes", &tensor_bytes<loader::read_e8m0_codes>)
+      .def("e8m0_code_bytes", &tensor_bytes<loader::e8m0_code_bytes>)
+      .def("packed_e2m1_bytes", &tensor_bytes<loader::packed_e2m1_bytes>)
+      .def("e4m3_codes", &tensor_bytes<loader::e4m3_codes>)
       .def("files", [](const Checkpoint& checkpoint) {
         std::vector<std::string> paths;
         for (const auto& file : checkpoint.files()) paths.push_back(file->path());
