@@ -304,19 +304,20 @@ __device__ void build_key_list(const SparseAttentionArgs& args, int64_t row, int
   __syncthreads();
 }
 
-// Asks the L2 to fetch every record of the row's keys now (one prefetch per 128-byte line, spread over the
-// CTA): the tiles' loads then find them in L2 instead of paying a DRAM (and TLB) miss each, tile after tile.
-// The records of a row (~215 KB) stay in L2 through both passes over them.
+// Asks the L2 to fetch every record of the row's keys now, one bulk (TMA) prefetch per record: the tiles'
+// loads then find them in L2 instead of paying a DRAM (and TLB) miss each. The records of a row (~215 KB)
+// stay in L2 through both passes. Round 4 issued one prefetch per 128-byte line from every thread: ~3.8K
+// uncoalesced LSU requests per CTA, most of the 4-6 us key-list phase. Records are 16-byte aligned and
+// their sizes multiples of 16, as the bulk copy needs.
 __device__ inline void prefetch_records(const SparseAttentionArgs& args, const int32_t* keys, int window_keys,
                                         int total) {
+  static_assert(kFp8RecordBytes % 16 == 0 && kNvfp4RecordBytes % 16 == 0, "bulk prefetch granularity");
   for (int t = static_cast<int>(threadIdx.x); t < total; t += kThreads) {
     const bool window = t < window_keys;
-    const int bytes = window ? kFp8RecordBytes : kNvfp4RecordBytes;
+    const uint32_t bytes = window ? kFp8RecordBytes : kNvfp4RecordBytes;
     const uint8_t* record = window ? args.window_records + static_cast<size_t>(keys[t]) * kFp8RecordBytes
                                    : args.entry_records + static_cast<size_t>(keys[t]) * kNvfp4RecordBytes;
-    for (int offset = 0; offset < bytes; offset += 128)
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(record + offset));
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(record + bytes - 1));
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(record), "r"(bytes) : "memory");
   }
 }
 
@@ -518,6 +519,107 @@ __device__ inline void load_q_fragments(const uint16_t* q_row, int head0, int di
   }
 }
 
+// ---- wgmma building blocks shared by the one-CTA-per-row and the split-keys kernels
+
+// Issues S (+)= Q·Kᵀ over this warpgroup's 256 channels (dim0..) for the kKeys-key tile at `tile_base` and
+// commits it (the caller waits). K-major B: keys are N (8-row groups 1024 B apart), channels K within a slab
+// row, slabs kKeys·128 bytes apart. acc: keys 8j.. of the tile in the m16n8k16 C layout (acc[4j .. 4j+3]).
+template <int kKeys>
+__device__ inline void issue_qk_wgmma(float (&acc)[kKeys / 2], const uint32_t (&qa)[16][4],
+                                      uint32_t tile_base, int dim0) {
+  wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < 16; ++ks) {
+    const uint32_t start =
+        tile_base + static_cast<uint32_t>((dim0 / 64 + ks / 4) * (kKeys * 128) + (ks % 4) * 32);
+    if constexpr (kKeys == 64) {
+      wgmma_m64n64k16(acc, qa[ks], sw128_descriptor(start, 16, 1024), 1);
+    } else {
+      static_assert(kKeys == 32, "tiles of 32 or 64 keys");
+      wgmma_m64n32k16(acc, qa[ks], sw128_descriptor(start, 16, 1024), 1);
+    }
+  }
+  wgmma_commit();
+}
+
+// Waits for this warpgroup's wgmma and fences its accumulators.
+template <int kCount>
+__device__ inline void wait_wgmma(float (&acc)[kCount]) {
+  wgmma_wait_all();
+#pragma unroll
+  for (int i = 0; i < kCount; ++i) fence_register(acc[i]);
+}
+
+// Issues O (+)= P·V over 16·kSteps keys and commits it. P (this warp's 16 heads) by ldmatrix from `probs`:
+// head h's row at h·row_bytes, 16-byte chunk j (keys 8j..) at j ^ (h mod 8), starting at chunk `chunk0`.
+// V MN-major at `tile_base`: channels are N (64 per slab row, slabs slab_bytes apart; this warpgroup's 256
+// channels are its four slabs), keys are K (8-row groups 1024 B apart).
+template <int kSteps>
+__device__ inline void issue_pv_wgmma(float (&acc)[128], const uint8_t* probs, int row_bytes, int chunk0,
+                                      uint32_t tile_base, int slab_bytes) {
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const int mi = lane / 8, r = lane % 8;
+  const int h = 16 * (warp & 3) + r + 8 * (mi & 1);
+  const int group = warp >> 2;
+  uint32_t a[kSteps][4];
+#pragma unroll
+  for (int ks = 0; ks < kSteps; ++ks) {
+    const int chunk = chunk0 + 2 * ks + (mi >> 1);
+    ldmatrix_x4(smem_address(probs + static_cast<size_t>(h) * row_bytes + ((chunk ^ (h & 7)) << 4)), a[ks]);
+  }
+  wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < kSteps; ++ks) {
+    const uint32_t start = tile_base + static_cast<uint32_t>(4 * group * slab_bytes + 16 * ks * 128);
+    wgmma_m64n256k16_tb(acc, a[ks], sw128_descriptor(start, static_cast<uint32_t>(slab_bytes), 1024), 1);
+  }
+  wgmma_commit();
+}
+
+// The two warpgroups' half dot products of keys [column0, column0 + 8·kBlocks) meet in `rows` (head h's row
+// at h·stride floats, column t at logit_column(h, t)): warpgroup 0 stores its half, warpgroup 1 adds its own
+// once those are in. kCtaBarrier: the hand-over is a __syncthreads (which also tells every warp that the
+// tile is no longer read); otherwise warpgroup 0 arrives at a named barrier and goes on.
+template <int kBlocks, bool kCtaBarrier>
+__device__ inline void sum_halves(float* rows, int stride, int column0, const float (&acc)[4 * kBlocks]) {
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const int g = lane / 4, c = lane % 4;
+  const bool second_half = (warp >> 2) != 0;
+  const auto slot = [&](int j, int half) {  // rows head0+g+8·half, columns column0 + 8j + 2c (+1)
+    const int h = 16 * (warp & 3) + g + 8 * half;
+    return reinterpret_cast<float2*>(rows + static_cast<size_t>(h) * stride +
+                                     logit_column(h, column0 + 8 * j + 2 * c));
+  };
+  if (!second_half) {
+#pragma unroll
+    for (int j = 0; j < kBlocks; ++j) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half)
+        *slot(j, half) = make_float2(acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1]);
+    }
+  }
+  if constexpr (kCtaBarrier) {
+    __syncthreads();
+  } else if (!second_half) {
+    named_barrier_arrive(kHalvesBarrier);
+  } else {
+    named_barrier_sync(kHalvesBarrier);
+  }
+  if (second_half) {
+#pragma unroll
+    for (int j = 0; j < kBlocks; ++j) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        float2* p = slot(j, half);
+        const float2 first = *p;
+        *p = make_float2(first.x + acc[4 * j + 2 * half], first.y + acc[4 * j + 2 * half + 1]);
+      }
+    }
+  }
+}
+
 // ---- phase 1: raw logits S = Q·Kᵀ
 // --------------------------------------------------------------------------
 
@@ -525,10 +627,8 @@ template <bool kWgmma>
 __device__ void compute_logits(const Layout& s, const KeySource& src, const uint16_t* q_row, int tiles) {
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
-  const int g = lane / 4, c = lane % 4;
   const int head0 = 16 * (warp & 3);   // this warp's 16 heads (its rows in the warpgroup)
   const int dim0 = 256 * (warp >> 2);  // and its warpgroup's half of the channels
-  const bool second_half = (warp >> 2) != 0;
 
   uint32_t qa[16][4];
   load_q_fragments(q_row, head0, dim0, qa);
@@ -546,19 +646,8 @@ __device__ void compute_logits(const Layout& s, const KeySource& src, const uint
 #pragma unroll
     for (int i = 0; i < 32; ++i) acc[i] = 0.0f;
     if constexpr (kWgmma) {
-      const uint32_t tile_base = smem_address(s.tile);
-      wgmma_fence();
-#pragma unroll
-      for (int ks = 0; ks < 16; ++ks) {
-        // K-major B: keys are N (8-row groups 1024 B apart), channels dim0 + 16ks.. are K within a slab row
-        const uint32_t start =
-            tile_base + static_cast<uint32_t>((dim0 / 64 + ks / 4) * kSlabBytes + (ks % 4) * 32);
-        wgmma_m64n64k16(acc, qa[ks], sw128_descriptor(start, 16, 1024), 1);
-      }
-      wgmma_commit();
-      wgmma_wait_all();
-#pragma unroll
-      for (int i = 0; i < 32; ++i) fence_register(acc[i]);
+      issue_qk_wgmma<kTileKeys>(acc, qa, smem_address(s.tile), dim0);
+      wait_wgmma(acc);
     } else {
 #pragma unroll
       for (int ks = 0; ks < 16; ++ks) {
@@ -572,29 +661,7 @@ __device__ void compute_logits(const Layout& s, const KeySource& src, const uint
         }
       }
     }
-    // rows head0+g and head0+g+8, columns tile·64 + 8j + 2c (+1)
-    const auto slot = [&](int j, int half) {
-      const int h = head0 + g + 8 * half;
-      return reinterpret_cast<float2*>(s.logits + static_cast<size_t>(h) * s.key_stride +
-                                       logit_column(h, tile * kTileKeys + 8 * j + 2 * c));
-    };
-    if (!second_half) {
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        *slot(j, 0) = make_float2(acc[4 * j], acc[4 * j + 1]);
-        *slot(j, 1) = make_float2(acc[4 * j + 2], acc[4 * j + 3]);
-      }
-    }
-    __syncthreads();  // first halves stored; every warp is done reading the tile
-    if (second_half) {
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        float2* lo = slot(j, 0);
-        float2* hi = slot(j, 1);
-        *lo = make_float2(lo->x + acc[4 * j], lo->y + acc[4 * j + 1]);
-        *hi = make_float2(hi->x + acc[4 * j + 2], hi->y + acc[4 * j + 3]);
-      }
-    }
+    sum_halves<8, true>(s.logits, s.key_stride, tile * kTileKeys, acc);
   }
   __syncthreads();
 }
@@ -608,14 +675,10 @@ __device__ void compute_logits_pipelined(const Layout& s, const KeySource& src, 
   constexpr int kKeys = kPipelinedKeys;
   constexpr int kBufferBytes = kKeys * kChunksPerKey * 32;  // 32 KB
   const int warp = static_cast<int>(threadIdx.x) / 32;
-  const int lane = static_cast<int>(threadIdx.x) % 32;
-  const int g = lane / 4, c = lane % 4;
-  const int head0 = 16 * (warp & 3);
   const int dim0 = 256 * (warp >> 2);
-  const bool second_half = (warp >> 2) != 0;
 
   uint32_t qa[16][4];
-  load_q_fragments(q_row, head0, dim0, qa);
+  load_q_fragments(q_row, 16 * (warp & 3), dim0, qa);
 
   // Records run two tiles ahead: tile t+1 is stored from registers while tile t is multiplied, and tile
   // t+2's loads are in flight until the next step (two register sets, the loop unrolled by two).
@@ -625,50 +688,16 @@ __device__ void compute_logits_pipelined(const Layout& s, const KeySource& src, 
   if (tiles > 0) store_tile<kKeys>(s.tile, src, 0, even);
   __syncthreads();  // tile 0 stored
   const auto step = [&](int tile, const TileRecords<kKeys>& next, TileRecords<kKeys>& spare) {
-    const uint32_t buffer = smem_address(s.tile) + static_cast<uint32_t>((tile & 1) * kBufferBytes);
     float acc[16];
 #pragma unroll
     for (int i = 0; i < 16; ++i) acc[i] = 0.0f;
-    wgmma_fence();
-#pragma unroll
-    for (int ks = 0; ks < 16; ++ks) {
-      const uint32_t start =
-          buffer + static_cast<uint32_t>((dim0 / 64 + ks / 4) * (kKeys * 128) + (ks % 4) * 32);
-      wgmma_m64n32k16(acc, qa[ks], sw128_descriptor(start, 16, 1024), 1);
-    }
-    wgmma_commit();
+    issue_qk_wgmma<kKeys>(acc, qa, smem_address(s.tile) + static_cast<uint32_t>((tile & 1) * kBufferBytes),
+                          dim0);
     // overlapping the multiplication: store tile + 1, start loading tile + 2
     if (tile + 1 < tiles) store_tile<kKeys>(s.tile + ((tile + 1) & 1) * kBufferBytes, src, tile + 1, next);
     if (tile + 2 < tiles) load_tile(s, src, tile + 2, spare);
-    wgmma_wait_all();
-#pragma unroll
-    for (int i = 0; i < 16; ++i) fence_register(acc[i]);
-    if (!second_half) {
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int h = head0 + g + 8 * half;
-          *reinterpret_cast<float2*>(s.logits + static_cast<size_t>(h) * s.key_stride +
-                                     logit_column(h, tile * kKeys + 8 * j + 2 * c)) =
-              make_float2(acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1]);
-        }
-      }
-      named_barrier_arrive(kHalvesBarrier);
-    } else {
-      named_barrier_sync(kHalvesBarrier);
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int h = head0 + g + 8 * half;
-          float2* slot = reinterpret_cast<float2*>(s.logits + static_cast<size_t>(h) * s.key_stride +
-                                                   logit_column(h, tile * kKeys + 8 * j + 2 * c));
-          const float2 first = *slot;
-          *slot = make_float2(first.x + acc[4 * j + 2 * half], first.y + acc[4 * j + 2 * half + 1]);
-        }
-      }
-    }
+    wait_wgmma(acc);
+    sum_halves<4, false>(s.logits, s.key_stride, tile * kKeys, acc);
     __syncthreads();  // next buffer complete; this buffer free again
   };
   for (int tile = 0; tile < tiles; tile += 2) {
@@ -831,43 +860,23 @@ __device__ void compute_output_mma(const Layout& s, const KeySource& src, int ti
 // thread); warp w of the group supplies the P fragments of heads 16w.. from shared memory.
 __device__ void compute_output_wgmma(const Layout& s, const KeySource& src, int tiles, uint16_t* out_row) {
   const int warp = static_cast<int>(threadIdx.x) / 32;
-  const int lane = static_cast<int>(threadIdx.x) % 32;
-  const int mi = lane / 8, r = lane % 8;
-  const int head0 = 16 * (warp & 3);
-  const int group = warp >> 2;
-
   float acc[128];
 #pragma unroll
   for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
 
-  const uint32_t tile_base = smem_address(s.tile);
+  const auto* probs = reinterpret_cast<const uint8_t*>(s.logits);
+  const int row_bytes = s.key_stride * static_cast<int>(sizeof(float));
   TileRecords<kTileKeys> records;
   if (tiles > 0) load_tile(s, src, 0, records);
   for (int tile = 0; tile < tiles; ++tile) {
     store_tile<kTileKeys>(s.tile, src, tile, records);
     __syncthreads();
     if (tile + 1 < tiles) load_tile(s, src, tile + 1, records);
-    uint32_t a[4][4];
-#pragma unroll
-    for (int ks = 0; ks < 4; ++ks) {
-      const int h = head0 + r + 8 * (mi & 1);
-      ldmatrix_x4(smem_address(prob_chunk(s, h, (tile * kTileKeys + 16 * ks) / 8 + (mi >> 1))), a[ks]);
-    }
-    wgmma_fence();
-#pragma unroll
-    for (int ks = 0; ks < 4; ++ks) {
-      // MN-major B: channels are N (64 per slab row, slabs kSlabBytes apart), keys 16ks.. are K (8-row
-      // groups 1024 B apart)
-      const uint32_t start = tile_base + static_cast<uint32_t>(4 * group * kSlabBytes + 16 * ks * 128);
-      wgmma_m64n256k16_tb(acc, a[ks], sw128_descriptor(start, kSlabBytes, 1024), 1);
-    }
-    wgmma_commit();
-    wgmma_wait_all();
-#pragma unroll
-    for (int i = 0; i < 128; ++i) fence_register(acc[i]);
+    issue_pv_wgmma<4>(acc, probs, row_bytes, tile * kTileKeys / 8, smem_address(s.tile), kSlabBytes);
+    wait_wgmma(acc);
     __syncthreads();  // the tile is free for the next one
   }
-  store_output<32>(acc, head0, 256 * group, out_row);
+  store_output<32>(acc, 16 * (warp & 3), 256 * (warp >> 2), out_row);
 }
 
 // Pipelined wgmma P·V: as compute_output_wgmma on 32-key tiles, dequantizing tile t + 1 while tile t is
@@ -878,46 +887,29 @@ __device__ void compute_output_pipelined(const Layout& s, const KeySource& src, 
   constexpr int kKeys = kPipelinedKeys;
   constexpr int kBufferBytes = kKeys * kChunksPerKey * 32;
   const int warp = static_cast<int>(threadIdx.x) / 32;
-  const int lane = static_cast<int>(threadIdx.x) % 32;
-  const int mi = lane / 8, r = lane % 8;
-  const int head0 = 16 * (warp & 3);
-  const int group = warp >> 2;
-
   float acc[128];
 #pragma unroll
   for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
 
+  const auto* probs = reinterpret_cast<const uint8_t*>(s.logits);
+  const int row_bytes = s.key_stride * static_cast<int>(sizeof(float));
   // `even` / `odd` arrive holding tiles 0 and 1 (loaded before the softmax); as in the logits phase the
   // records then run two tiles ahead.
   if (tiles > 0) store_tile<kKeys>(s.tile, src, 0, even);
   __syncthreads();
   const auto step = [&](int tile, const TileRecords<kKeys>& next, TileRecords<kKeys>& spare) {
-    const uint32_t buffer = smem_address(s.tile) + static_cast<uint32_t>((tile & 1) * kBufferBytes);
-    uint32_t a[2][4];
-#pragma unroll
-    for (int ks = 0; ks < 2; ++ks) {
-      const int h = head0 + r + 8 * (mi & 1);
-      ldmatrix_x4(smem_address(prob_chunk(s, h, (tile * kKeys + 16 * ks) / 8 + (mi >> 1))), a[ks]);
-    }
-    wgmma_fence();
-#pragma unroll
-    for (int ks = 0; ks < 2; ++ks) {
-      const uint32_t start = buffer + static_cast<uint32_t>(4 * group * (kKeys * 128) + 16 * ks * 128);
-      wgmma_m64n256k16_tb(acc, a[ks], sw128_descriptor(start, kKeys * 128, 1024), 1);
-    }
-    wgmma_commit();
+    issue_pv_wgmma<2>(acc, probs, row_bytes, tile * kKeys / 8,
+                      smem_address(s.tile) + static_cast<uint32_t>((tile & 1) * kBufferBytes), kKeys * 128);
     if (tile + 1 < tiles) store_tile<kKeys>(s.tile + ((tile + 1) & 1) * kBufferBytes, src, tile + 1, next);
     if (tile + 2 < tiles) load_tile(s, src, tile + 2, spare);
-    wgmma_wait_all();
-#pragma unroll
-    for (int i = 0; i < 128; ++i) fence_register(acc[i]);
+    wait_wgmma(acc);
     __syncthreads();
   };
   for (int tile = 0; tile < tiles; tile += 2) {
     step(tile, odd, even);
     if (tile + 1 < tiles) step(tile + 1, even, odd);
   }
-  store_output<32>(acc, head0, 256 * group, out_row);
+  store_output<32>(acc, 16 * (warp & 3), 256 * (warp >> 2), out_row);
 }
 
 // wgmma is compiled for sm_90a only: the compute_90 PTX embedded for other devices runs the mma.sync path
@@ -1044,7 +1036,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (threadIdx.x < kHeads) stats[threadIdx.x] = make_float2(-INFINITY, 0.0f);
     return;
   }
-  const int g = lane / 4, c = lane % 4;
   const int head0 = 16 * (warp & 3);
   const int dim0 = 256 * (warp >> 2);
   TileRecords<kTileKeys> records;
@@ -1056,41 +1047,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   float acc[32];
 #pragma unroll
   for (int i = 0; i < 32; ++i) acc[i] = 0.0f;
-  const uint32_t tile_base = smem_address(s.tile);
-  wgmma_fence();
-#pragma unroll
-  for (int ks = 0; ks < 16; ++ks) {
-    const uint32_t start =
-        tile_base + static_cast<uint32_t>((dim0 / 64 + ks / 4) * kSlabBytes + (ks % 4) * 32);
-    wgmma_m64n64k16(acc, qa[ks], sw128_descriptor(start, 16, 1024), 1);
-  }
-  wgmma_commit();
-  wgmma_wait_all();
-#pragma unroll
-  for (int i = 0; i < 32; ++i) fence_register(acc[i]);
+  issue_qk_wgmma<kTileKeys>(acc, qa, smem_address(s.tile), dim0);
+  wait_wgmma(acc);
   // the two warpgroups' half dot products meet in the 64 x 64 work area (row h, column k at k ^ 8·(h mod 8))
   float* pair = s.logits;
-  const auto slot = [&](int j, int half) {
-    const int h = head0 + g + 8 * half;
-    return reinterpret_cast<float2*>(pair + h * kTileKeys + logit_column(h, 8 * j + 2 * c));
-  };
-  if ((warp >> 2) == 0) {
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      *slot(j, 0) = make_float2(acc[4 * j], acc[4 * j + 1]);
-      *slot(j, 1) = make_float2(acc[4 * j + 2], acc[4 * j + 3]);
-    }
-  }
-  __syncthreads();
-  if ((warp >> 2) == 1) {
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      float2* lo = slot(j, 0);
-      float2* hi = slot(j, 1);
-      *lo = make_float2(lo->x + acc[4 * j], lo->y + acc[4 * j + 1]);
-      *hi = make_float2(hi->x + acc[4 * j + 2], hi->y + acc[4 * j + 3]);
-    }
-  }
+  sum_halves<8, true>(pair, kTileKeys, 0, acc);
   __syncthreads();
   // per head: base-2 logits of the split's keys to the scratch, and the split's (max, Σ 2^(u − max))
   for (int h = warp * 8; h < warp * 8 + 8; ++h) {
@@ -1152,30 +1113,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   store_tile<kTileKeys>(s.tile, src, split, records);
   __syncthreads();
-  const int mi = lane / 8, r = lane % 8;
   const int head0 = 16 * (warp & 3);
   const int group = warp >> 2;
   float acc[128];
 #pragma unroll
   for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
-  uint32_t a[4][4];
-#pragma unroll
-  for (int ks = 0; ks < 4; ++ks) {
-    const int h = head0 + r + 8 * (mi & 1);
-    const int chunk = 2 * ks + (mi >> 1);
-    ldmatrix_x4(smem_address(probs + h * 128 + ((chunk ^ (h & 7)) << 4)), a[ks]);
-  }
-  const uint32_t tile_base = smem_address(s.tile);
-  wgmma_fence();
-#pragma unroll
-  for (int ks = 0; ks < 4; ++ks) {
-    const uint32_t start = tile_base + static_cast<uint32_t>(4 * group * kSlabBytes + 16 * ks * 128);
-    wgmma_m64n256k16_tb(acc, a[ks], sw128_descriptor(start, kSlabBytes, 1024), 1);
-  }
-  wgmma_commit();
-  wgmma_wait_all();
-#pragma unroll
-  for (int i = 0; i < 128; ++i) fence_register(acc[i]);
+  issue_pv_wgmma<4>(acc, probs, kTileKeys * 2, 0, smem_address(s.tile), kSlabBytes);
+  wait_wgmma(acc);
   const int g = lane / 4, c = lane % 4;
 #pragma unroll
   for (int j = 0; j < 32; ++j) {
