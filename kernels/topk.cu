@@ -519,6 +519,9 @@ template <typename T>
 __global__ void __launch_bounds__(kFilterThreads, 2)
     top_k_filter_kernel(const T* scores, int64_t n, int64_t k, int64_t chunk, FilterWorkspace ws) {
   __shared__ uint32_t counts[2][kFilterItems * kFilterWarps + 1];
+  // The merge kernel may start now (programmatic dependent launch): its launch latency hides behind this
+  // grid, and it waits for this grid's completion and memory before reading anything.
+  asm volatile("griddepcontrol.launch_dependents;");
   const int64_t row = blockIdx.y;
   const T* data = scores + row * n;
   const uint32_t lower = sampled_lower_key(data, n, k);
@@ -567,6 +570,7 @@ __global__ void __launch_bounds__(kMergeThreads)
     top_k_merge_kernel(const T* scores, int64_t n, int64_t k, int32_t* out, int chunks, FilterWorkspace ws) {
   extern __shared__ uint32_t candidate_keys[];
   int32_t* candidate_indices = reinterpret_cast<int32_t*>(candidate_keys + kCapacity);
+  asm volatile("griddepcontrol.wait;" ::: "memory");  // the filter grid has completed, its writes visible
   using Scan = cub::BlockScan<uint32_t, kMergeThreads>;
   __shared__ typename Scan::TempStorage scan_storage;
   __shared__ uint32_t offsets[kMergeThreads], sizes[kMergeThreads];
@@ -650,6 +654,24 @@ void allow_shared_memory(Kernel kernel, size_t bytes) {
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
 }
 
+// Launches `kernel` as a programmatic dependent of the previous kernel on `stream`: it may be scheduled
+// before that one finishes and must wait for it (griddepcontrol.wait) before touching its results.
+template <typename... Params, typename... Args>
+void launch_dependent(void (*kernel)(Params...), dim3 grid, int threads, size_t shared_bytes,
+                      cudaStream_t stream, Args... args) {
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = dim3(static_cast<unsigned>(threads));
+  config.dynamicSmemBytes = shared_bytes;
+  config.stream = stream;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  FKV_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args...));
+}
+
 template <typename T>
 void launch(const T* scores, int64_t rows, int64_t n, int64_t k, int32_t* out, void* workspace,
             cudaStream_t stream) {
@@ -678,9 +700,9 @@ void launch(const T* scores, int64_t rows, int64_t n, int64_t k, int32_t* out, v
       top_k_filter_kernel<T><<<dim3(static_cast<unsigned>(chunks), grid_rows), kFilterThreads, 0, stream>>>(
           scores, n, k, filter_chunk(rows, n), ws);
       FKV_CUDA_CHECK_LAUNCH();
-      top_k_merge_kernel<T><<<grid_rows, kMergeThreads, kCapacity * 2 * sizeof(uint32_t), stream>>>(
-          scores, n, k, out, static_cast<int>(chunks), ws);
-      FKV_CUDA_CHECK_LAUNCH();
+      launch_dependent(top_k_merge_kernel<T>, dim3(grid_rows), kMergeThreads,
+                       kCapacity * 2 * sizeof(uint32_t), stream, scores, n, k, out, static_cast<int>(chunks),
+                       ws);
       return;
     }
     case Path::kRadix: {
