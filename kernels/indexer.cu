@@ -547,10 +547,12 @@ __device__ inline float narrow_term(int biased, float ws) {
   return round_bf16_normal(__fmul_rn(round_bf16_normal(x), ws));
 }
 
-// The key exponents of a warp's 16 records (rows g and g + 8 of the m-tile).
+// The key exponents of a warp's 32 records: record q = 0..3 of a lane is entry g + 8q (m-tile q / 2,
+// fragment row half q % 2).
+constexpr int kWarpEntries = 32;
 struct KeyExponents {
-  uint32_t scales[2];  // the four E8M0 codes of each record
-  int min[2];          // smallest code of each record
+  uint32_t scales[4];  // the four E8M0 codes of each record
+  int min[4];          // smallest code of each record
   bool narrow;         // warp-uniform: every record spans <= kNarrowSpan binades within [32, 223]
 };
 
@@ -558,14 +560,14 @@ __device__ inline KeyExponents key_exponents(const uint8_t* records, int g) {
   KeyExponents k;
   bool narrow = true;
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const uint32_t scales = *reinterpret_cast<const uint32_t*>(records + (g + 8 * half) * kKeyBytes + 64);
+  for (int q = 0; q < 4; ++q) {
+    const uint32_t scales = *reinterpret_cast<const uint32_t*>(records + (g + 8 * q) * kKeyBytes + 64);
     const uint32_t e0 = scales & 0xFFu, e1 = (scales >> 8) & 0xFFu, e2 = (scales >> 16) & 0xFFu,
                    e3 = scales >> 24;
     const int lo = static_cast<int>(min(min(e0, e1), min(e2, e3)));
     const int hi = static_cast<int>(max(max(e0, e1), max(e2, e3)));
-    k.scales[half] = scales;
-    k.min[half] = lo;
+    k.scales[q] = scales;
+    k.min[q] = lo;
     narrow = narrow && lo >= 32 && hi <= 223 && hi - lo <= kNarrowSpan;
   }
   k.narrow = __all_sync(0xFFFFFFFFu, narrow);
@@ -577,62 +579,77 @@ __device__ inline KeyExponents key_exponents(const uint8_t* records, int g) {
 // negative) codes and 0 for the others (prmt's sign-replicate on bytes below 0x80), so per byte
 // 96 + pos − neg lies in [0, 192] and the 32-bit IADD3 never carries between bytes.
 __device__ inline void narrow_key_fragments(const uint8_t* records, const KeyExponents& k, int g, int t,
-                                            uint32_t (&a)[kFastBlocks][4]) {
+                                            uint32_t (&a)[2][kFastBlocks][4]) {
   constexpr uint32_t kOffsets = 0x01010101u * kKeyOffset;
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const uint8_t* record = records + (g + 8 * half) * kKeyBytes;
+  for (int q = 0; q < 4; ++q) {
+    const uint8_t* record = records + (g + 8 * q) * kKeyBytes;
+    const int mt = q >> 1, half = q & 1;
 #pragma unroll
     for (int b = 0; b < kFastBlocks; ++b) {
-      const int shift = static_cast<int>((k.scales[half] >> (8 * b)) & 0xFFu) - k.min[half];
+      const int shift = static_cast<int>((k.scales[q] >> (8 * b)) & 0xFFu) - k.min[q];
       const uint32_t lut_lo = 0x03020100u << shift, lut_hi = 0x0C080604u << shift;
       const uint32_t w = *reinterpret_cast<const uint32_t*>(record + b * 16 + t * 4);
       const uint32_t flipped = w ^ 0x88888888u;
-      a[b][half] = kOffsets + byte_perm(lut_lo, lut_hi, w) - byte_perm(lut_lo, lut_hi, flipped);
-      a[b][2 + half] =
+      a[mt][b][half] = kOffsets + byte_perm(lut_lo, lut_hi, w) - byte_perm(lut_lo, lut_hi, flipped);
+      a[mt][b][2 + half] =
           kOffsets + byte_perm(lut_lo, lut_hi, w >> 16) - byte_perm(lut_lo, lut_hi, flipped >> 16);
     }
   }
 }
 
-// Calls add(half, T) for every head of this lane (heads j·8 + 2t, j·8 + 2t + 1 of entries g, g + 8).
-// frags: the row's query B fragments in fragment order ([heads / 8][4 blocks][32 lanes]); terms: the
-// row's {start, ws} per head.
+// Calls add(q, T) for every head of this lane (heads j·8 + 2t, j·8 + 2t + 1) and record q (entry g + 8q).
+// frags: the row's query B fragments in fragment order ([heads / 8][4 blocks][32 lanes], each shared by
+// the two m-tiles); starts: the row's accumulator starts per head pair {2i, 2i + 1, 2i, 2i + 1} (the C
+// operand as loaded); ws: the scaled weights per head pair.
 template <class Add>
-__device__ __forceinline__ void narrow_terms(const uint32_t (&a)[kFastBlocks][4], const uint2* frags,
-                                             const int4* terms, int heads, int lane, Add add) {
+__device__ __forceinline__ void narrow_terms(const uint32_t (&a)[2][kFastBlocks][4], const uint2* frags,
+                                             const int4* starts, const float2* ws, int heads, int lane,
+                                             Add add) {
   const int t = lane & 3;
 #pragma unroll 2
   for (int j = 0; j < heads / 8; ++j) {
-    const int4 hw = terms[j * 4 + t];  // {start, ws} of heads j·8 + 2t and j·8 + 2t + 1
-    int acc[4] = {hw.x, hw.z, hw.x, hw.z};
+    const int4 c0 = starts[j * 4 + t];  // heads j·8 + 2t and j·8 + 2t + 1
+    const float2 w = ws[j * 4 + t];
+    int acc[2][4] = {{c0.x, c0.y, c0.z, c0.w}, {c0.x, c0.y, c0.z, c0.w}};
 #pragma unroll
     for (int b = 0; b < kFastBlocks; ++b) {
       const uint2 q = frags[(j * kFastBlocks + b) * 32 + lane];
-      mma_u8s8(acc, a[b], q.x, q.y);
+      mma_u8s8(acc[0], a[0][b], q.x, q.y);
+      mma_u8s8(acc[1], a[1][b], q.x, q.y);
     }
 #pragma unroll
-    for (int c = 0; c < 4; ++c) add(c >> 1, narrow_term(acc[c], __int_as_float((c & 1) ? hw.w : hw.y)));
+    for (int mt = 0; mt < 2; ++mt) {
+#pragma unroll
+      for (int c = 0; c < 4; ++c) add(mt * 2 + (c >> 1), narrow_term(acc[mt][c], (c & 1) ? w.y : w.x));
+    }
   }
 }
 
-// Scores of the m-tile's 16 entries for one row on the narrow-term path.
-__device__ void score_narrow_m_tile(const FastArgs& a, const uint32_t (&frag_a)[kFastBlocks][4],
-                                    const KeyExponents& k, const uint2* frags, const int4* terms,
-                                    int64_t entry0, int64_t row, int64_t visible) {
+// Reduces v[0..3] over the four lanes t of a fragment row group; lane t returns the total of v[t].
+template <class T>
+__device__ inline T reduce_to_lane(const T (&v)[4], int t) {
+  const bool upper = (t & 2) != 0, odd = (t & 1) != 0;
+  T keep0 = upper ? v[2] : v[0], keep1 = upper ? v[3] : v[1];
+  keep0 += __shfl_xor_sync(0xFFFFFFFFu, upper ? v[0] : v[2], 2);
+  keep1 += __shfl_xor_sync(0xFFFFFFFFu, upper ? v[1] : v[3], 2);
+  T keep = odd ? keep1 : keep0;
+  keep += __shfl_xor_sync(0xFFFFFFFFu, odd ? keep0 : keep1, 1);
+  return keep;
+}
+
+// Scores of the warp's 32 entries (from entry0) for one row on the narrow-term path; lane t stores
+// entry g + 8t.
+__device__ void score_narrow_entries(const FastArgs& a, const uint32_t (&frag_a)[2][kFastBlocks][4],
+                                     const KeyExponents& k, const uint2* frags, const int4* starts,
+                                     const float2* ws, int64_t entry0, int64_t row, int64_t visible) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  float sum[2] = {0.0f, 0.0f}, magnitude[2] = {0.0f, 0.0f};
-  narrow_terms(frag_a, frags, terms, a.heads, lane, [&](int half, float term) {
-    sum[half] += term;
-    magnitude[half] += fabsf(term);
+  float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f}, magnitude[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  narrow_terms(frag_a, frags, starts, ws, a.heads, lane, [&](int q, float term) {
+    sum[q] += term;
+    magnitude[q] += fabsf(term);
   });
-  // Reduce over the four lanes of a row pair: lanes t = 0, 1 end with entry g's sums, t = 2, 3 with g + 8's.
-  const int half = t >> 1;
-  float s = half ? sum[1] : sum[0], m = half ? magnitude[1] : magnitude[0];
-  s += __shfl_xor_sync(0xFFFFFFFFu, half ? sum[0] : sum[1], 2);
-  m += __shfl_xor_sync(0xFFFFFFFFu, half ? magnitude[0] : magnitude[1], 2);
-  s += __shfl_xor_sync(0xFFFFFFFFu, s, 1);
-  m += __shfl_xor_sync(0xFFFFFFFFu, m, 1);
+  const float s = reduce_to_lane(sum, t), m = reduce_to_lane(magnitude, t);
   // Certain when [s − err − u, s + err + u] (err < 2^-18·m, u one fp32 spacing) holds no BF16 midpoint:
   // those of s's binade lie 2^(e−8) from the BF16 values there, the one below 2^e lies 2^(e−9) below it.
   float result = round_bf16_normal(s);
@@ -642,20 +659,16 @@ __device__ void score_narrow_m_tile(const FastArgs& a, const uint32_t (&frag_a)[
       m == 0.0f || (margin < binade * 0x1p-9f && fabsf(s - result) + margin < binade * 0x1p-8f);
   if (__any_sync(0xFFFFFFFFu, !certain)) {
     // Rare (a sum within ~2^-18 of a midpoint, or exactly on one): the terms again, summed exactly.
-    double exact[2] = {0.0, 0.0};
-    narrow_terms(frag_a, frags, terms, a.heads, lane, [&](int h, float term) { exact[h] += term; });
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      exact[h] += __shfl_xor_sync(0xFFFFFFFFu, exact[h], 1);
-      exact[h] += __shfl_xor_sync(0xFFFFFFFFu, exact[h], 2);
-    }
-    if (!certain) result = round_bf16(__double2float_rn(half ? exact[1] : exact[0]));
+    double exact[4] = {0.0, 0.0, 0.0, 0.0};
+    narrow_terms(frag_a, frags, starts, ws, a.heads, lane, [&](int q, float term) { exact[q] += term; });
+    const double total = reduce_to_lane(exact, t);
+    if (!certain) result = round_bf16(__double2float_rn(total));
   }
-  if ((t & 1) != 0) return;  // lanes t = 0 and 2 store entries g and g + 8
-  const int64_t entry = entry0 + g + 8 * half;
+  const int64_t entry = entry0 + g + 8 * t;
   if (entry >= a.count) return;
   // × 2^(ek − 107): exact (a normal result, or a tiny one that is a multiple of 2^-133 on both sides).
-  const float scale = __uint_as_float(static_cast<uint32_t>((half ? k.min[1] : k.min[0]) + 20) << 23);
+  const int ek = t == 0 ? k.min[0] : t == 1 ? k.min[1] : t == 2 ? k.min[2] : k.min[3];
+  const float scale = __uint_as_float(static_cast<uint32_t>(ek + 20) << 23);
   a.scores[row * a.count + entry] = entry < visible ? result * scale : -INFINITY;
 }
 
@@ -666,9 +679,11 @@ __global__ void __launch_bounds__(kFastThreads, 4) fast_scores_kernel(const __gr
   // holds what the narrow-term path reads, so four rows still fit four CTAs per SM.
   uint8_t* stages = smem;                                                       // kFastStages tiles
   auto* frags = reinterpret_cast<uint2*>(smem + kFastStages * kFastTileBytes);  // [rows, heads / 8, 4, 32]
-  auto* terms = reinterpret_cast<int2*>(frags + rows_cta * per_row / 8);        // [rows, heads]
-  auto* q_scales = reinterpret_cast<float*>(terms + rows_cta * heads);          // [rows, heads, 4]
-  float* weights = q_scales + rows_cta * heads * kFastBlocks;                   // [rows, heads]
+  auto* starts =
+      reinterpret_cast<int4*>(frags + rows_cta * per_row / 8);          // [rows, heads / 2]: {s0, s1, s0, s1}
+  auto* ws = reinterpret_cast<float2*>(starts + rows_cta * heads / 2);  // [rows, heads / 2]
+  auto* q_scales = reinterpret_cast<float*>(ws + rows_cta * heads / 2);  // [rows, heads, 4]
+  float* weights = q_scales + rows_cta * heads * kFastBlocks;            // [rows, heads]
   __shared__ int row_fast[kFastRows], row_span[kFastRows];
   __shared__ int2 row_range[kFastRows];
   __shared__ int64_t row_visible[kFastRows];
@@ -682,10 +697,12 @@ __global__ void __launch_bounds__(kFastThreads, 4) fast_scores_kernel(const __gr
     frags[i] = *reinterpret_cast<const uint2*>(a.queries.values + row0 * per_row + head * kFastDim + b * 32 +
                                                (lane & 3) * 8);
   }
-  for (int i = threadIdx.x; i < rows * heads; i += kFastThreads) {
-    terms[i] = a.queries.terms[row0 * heads + i];
-    weights[i] = a.weights[row0 * heads + i];
+  for (int i = threadIdx.x; i < rows * heads / 2; i += kFastThreads) {
+    const int2 even = a.queries.terms[row0 * heads + 2 * i], odd = a.queries.terms[row0 * heads + 2 * i + 1];
+    starts[i] = make_int4(even.x, odd.x, even.x, odd.x);
+    ws[i] = make_float2(__int_as_float(even.y), __int_as_float(odd.y));
   }
+  for (int i = threadIdx.x; i < rows * heads; i += kFastThreads) weights[i] = a.weights[row0 * heads + i];
   for (int i = threadIdx.x; i < rows * heads * kFastBlocks; i += kFastThreads)
     q_scales[i] = a.queries.scales[row0 * heads * kFastBlocks + i];
   if (threadIdx.x < rows) {
@@ -712,27 +729,28 @@ __global__ void __launch_bounds__(kFastThreads, 4) fast_scores_kernel(const __gr
     cp_async_commit();
     cp_async_wait<kFastStages - 1>();
     __syncthreads();
-#pragma unroll 1
-    for (int m = 0; m < 2; ++m) {
-      const int local = warp * 32 + m * 16;
-      const uint8_t* records = stages + stage * kFastTileBytes + local * kKeyBytes;
-      const int64_t entry0 = tile * kFastTileEntries + local;
+    {
+      const uint8_t* records = stages + stage * kFastTileBytes + warp * kWarpEntries * kKeyBytes;
+      const int64_t entry0 = tile * kFastTileEntries + warp * kWarpEntries;
       // Decoded once for all rows of the CTA.
       const KeyExponents k = key_exponents(records, g);
-      uint32_t frag_a[kFastBlocks][4];
+      uint32_t frag_a[2][kFastBlocks][4];
       if (k.narrow) narrow_key_fragments(records, k, g, t, frag_a);
       for (int r = 0; r < rows; ++r) {
         if (!row_fast[r]) continue;  // the exact kernel scores this row
         const int2 range = row_range[r];
-        const bool in_range =
-            k.min[0] >= range.x && k.min[0] <= range.y && k.min[1] >= range.x && k.min[1] <= range.y;
+        bool in_range = true;
+#pragma unroll
+        for (int q = 0; q < 4; ++q) in_range = in_range && k.min[q] >= range.x && k.min[q] <= range.y;
         if (k.narrow && __all_sync(0xFFFFFFFFu, in_range)) {
-          score_narrow_m_tile(a, frag_a, k, frags + r * per_row / 8,
-                              reinterpret_cast<const int4*>(terms + r * heads), entry0, row0 + r,
-                              row_visible[r]);
-        } else {
-          const int64_t offset = (row0 + r) * per_row;
-          score_m_tile(a, records, entry0, r, row0 + r, a.queries.values + offset, a.queries.negated + offset,
+          score_narrow_entries(a, frag_a, k, frags + r * per_row / 8, starts + r * heads / 2,
+                               ws + r * heads / 2, entry0, row0 + r, row_visible[r]);
+          continue;
+        }
+        const int64_t offset = (row0 + r) * per_row;
+        for (int mt = 0; mt < 2; ++mt) {
+          score_m_tile(a, records + mt * 16 * kKeyBytes, entry0 + mt * 16, r, row0 + r,
+                       a.queries.values + offset, a.queries.negated + offset,
                        q_scales + r * heads * kFastBlocks, weights + r * heads, row_span[r]);
         }
       }
@@ -744,10 +762,10 @@ __global__ void __launch_bounds__(kFastThreads, 4) fast_scores_kernel(const __gr
 }
 
 size_t fast_scores_smem(int heads, int rows_per_cta) {
-  // Stages, then per row: fragments (128 B per head), terms (8 B per head), block scales (16 B) and
-  // weights (4 B).
+  // Stages, then per row: fragments (128 B per head), starts (8 B per head), scaled weights (4 B),
+  // block scales (16 B) and weights (4 B).
   return static_cast<size_t>(kFastStages) * kFastTileBytes +
-         static_cast<size_t>(rows_per_cta) * heads * (kFastDim + 8 + 4 * (kFastBlocks + 1));
+         static_cast<size_t>(rows_per_cta) * heads * (kFastDim + 8 + 4 + 4 * (kFastBlocks + 1));
 }
 
 bool fast_path_applies(const IndexScoringArgs& args) {
