@@ -426,6 +426,14 @@ __device__ inline void decode_store_chunk(uint8_t* buffer, int key, int chunk, u
                                           uint32_t scale_code, bool fp8) {
   const auto code = static_cast<uint8_t>(scale_code);
   const float scale = fp8 ? numeric::e8m0_to_float(code) : e4m3_value(code);
+  // The two 16-byte halves of a chunk go to chunks 2·chunk and 2·chunk + 1 of the swizzled row. Storing the
+  // lower half first everywhere put lanes 0-3 and 4-7 of each 8-lane store phase on the same four 16-byte
+  // bank groups (a 2-way conflict on every decode store); chunks with bit 2 set store their upper half first
+  // (codes swapped before decoding), which spreads each phase over all eight.
+  const bool upper_first = (chunk & 4) != 0;
+  if (upper_first) {
+    codes = fp8 ? make_uint4(codes.z, codes.w, codes.x, codes.y) : make_uint4(codes.y, codes.x, 0, 0);
+  }
   const uint32_t words[4] = {codes.x, codes.y, codes.z, codes.w};
   uint4 lo, hi;
   if (kFastDecode) {
@@ -469,8 +477,9 @@ __device__ inline void decode_store_chunk(uint8_t* buffer, int key, int chunk, u
     hi = make_uint4(bf16x2_bits(v[8], v[9]), bf16x2_bits(v[10], v[11]), bf16x2_bits(v[12], v[13]),
                     bf16x2_bits(v[14], v[15]));
   }
-  *reinterpret_cast<uint4*>(buffer + tile_offset<kKeys>(key, 2 * chunk)) = lo;
-  *reinterpret_cast<uint4*>(buffer + tile_offset<kKeys>(key, 2 * chunk + 1)) = hi;
+  const int first = 2 * chunk + (upper_first ? 1 : 0);
+  *reinterpret_cast<uint4*>(buffer + tile_offset<kKeys>(key, first)) = lo;
+  *reinterpret_cast<uint4*>(buffer + tile_offset<kKeys>(key, first ^ 1)) = hi;
 }
 
 // kFormat: 0 keys of both kinds, 1 window rows (FP8) only, 2 entries (or padding) only.
