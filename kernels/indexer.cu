@@ -547,6 +547,24 @@ __device__ inline float narrow_term(int biased, float ws) {
   return round_bf16_normal(__fmul_rn(round_bf16_normal(x), ws));
 }
 
+// The same for two heads of one entry with BF16 roundings by cvt.rn.bf16x2 (two values per instruction
+// on the conversion pipe; the variant benchmarked against narrow_term): t0 from biased0 and ws0.
+__device__ inline uint32_t pack_bf16x2(float high, float low) {
+  uint32_t r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(high), "f"(low));
+  return r;
+}
+
+__device__ inline void narrow_term_pair(int biased0, int biased1, float ws0, float ws1, float& t0,
+                                        float& t1) {
+  const uint32_t r = pack_bf16x2(fma_saturate(__int_as_float(biased0), 0x1p-22f, -3.0f),
+                                 fma_saturate(__int_as_float(biased1), 0x1p-22f, -3.0f));
+  const uint32_t t =
+      pack_bf16x2(__fmul_rn(__uint_as_float(r & 0xFFFF0000u), ws0), __fmul_rn(__uint_as_float(r << 16), ws1));
+  t0 = __uint_as_float(t & 0xFFFF0000u);
+  t1 = __uint_as_float(t << 16);
+}
+
 // The key exponents of a warp's 32 records: record q = 0..3 of a lane is entry g + 8q (m-tile q / 2,
 // fragment row half q % 2).
 constexpr int kWarpEntries = 32;
@@ -562,8 +580,9 @@ __device__ inline KeyExponents key_exponents(const uint8_t* records, int g) {
 #pragma unroll
   for (int q = 0; q < 4; ++q) {
     const uint32_t scales = *reinterpret_cast<const uint32_t*>(records + (g + 8 * q) * kKeyBytes + 64);
-    const uint32_t e0 = scales & 0xFFu, e1 = (scales >> 8) & 0xFFu, e2 = (scales >> 16) & 0xFFu,
-                   e3 = scales >> 24;
+    // One byte extraction per prmt (selector 0x444b: byte b, then zeros).
+    const uint32_t e0 = byte_perm(scales, 0u, 0x4440u), e1 = byte_perm(scales, 0u, 0x4441u),
+                   e2 = byte_perm(scales, 0u, 0x4442u), e3 = scales >> 24;
     const int lo = static_cast<int>(min(min(e0, e1), min(e2, e3)));
     const int hi = static_cast<int>(max(max(e0, e1), max(e2, e3)));
     k.scales[q] = scales;
@@ -577,22 +596,26 @@ __device__ inline KeyExponents key_exponents(const uint8_t* records, int g) {
 // A fragments of a narrow tile: u8 = 96 + the key's doubled E2M1 value shifted to its smallest block
 // exponent. The byte tables give the magnitudes of the positive (resp., with the sign bits flipped,
 // negative) codes and 0 for the others (prmt's sign-replicate on bytes below 0x80), so per byte
-// 96 + pos − neg lies in [0, 192] and the 32-bit IADD3 never carries between bytes.
+// 96 + pos − neg lies in [0, 192] and the 32-bit IADD3 never carries between bytes. Pre-shifted values
+// share one unit, so the k steps need not follow the scale blocks: lane t takes block t of its records
+// (one byte table per record), k step i its word i (channels 32t + 8i .. + 8; the query fragments
+// follow the same order).
 __device__ inline void narrow_key_fragments(const uint8_t* records, const KeyExponents& k, int g, int t,
                                             uint32_t (&a)[2][kFastBlocks][4]) {
   constexpr uint32_t kOffsets = 0x01010101u * kKeyOffset;
 #pragma unroll
   for (int q = 0; q < 4; ++q) {
-    const uint8_t* record = records + (g + 8 * q) * kKeyBytes;
+    const uint8_t* block = records + (g + 8 * q) * kKeyBytes + t * 16;
     const int mt = q >> 1, half = q & 1;
+    const int shift =
+        static_cast<int>(byte_perm(k.scales[q], 0u, 0x4440u + static_cast<uint32_t>(t))) - k.min[q];
+    const uint32_t lut_lo = 0x03020100u << shift, lut_hi = 0x0C080604u << shift;
 #pragma unroll
-    for (int b = 0; b < kFastBlocks; ++b) {
-      const int shift = static_cast<int>((k.scales[q] >> (8 * b)) & 0xFFu) - k.min[q];
-      const uint32_t lut_lo = 0x03020100u << shift, lut_hi = 0x0C080604u << shift;
-      const uint32_t w = *reinterpret_cast<const uint32_t*>(record + b * 16 + t * 4);
+    for (int i = 0; i < kFastBlocks; ++i) {
+      const uint32_t w = *reinterpret_cast<const uint32_t*>(block + i * 4);
       const uint32_t flipped = w ^ 0x88888888u;
-      a[mt][b][half] = kOffsets + byte_perm(lut_lo, lut_hi, w) - byte_perm(lut_lo, lut_hi, flipped);
-      a[mt][b][2 + half] =
+      a[mt][i][half] = kOffsets + byte_perm(lut_lo, lut_hi, w) - byte_perm(lut_lo, lut_hi, flipped);
+      a[mt][i][2 + half] =
           kOffsets + byte_perm(lut_lo, lut_hi, w >> 16) - byte_perm(lut_lo, lut_hi, flipped >> 16);
     }
   }
@@ -602,7 +625,7 @@ __device__ inline void narrow_key_fragments(const uint8_t* records, const KeyExp
 // frags: the row's query B fragments in fragment order ([heads / 8][4 blocks][32 lanes], each shared by
 // the two m-tiles); starts: the row's accumulator starts per head pair {2i, 2i + 1, 2i, 2i + 1} (the C
 // operand as loaded); ws: the scaled weights per head pair.
-template <class Add>
+template <bool kCvt, class Add>
 __device__ __forceinline__ void narrow_terms(const uint32_t (&a)[2][kFastBlocks][4], const uint2* frags,
                                              const int4* starts, const float2* ws, int heads, int lane,
                                              Add add) {
@@ -621,7 +644,17 @@ __device__ __forceinline__ void narrow_terms(const uint32_t (&a)[2][kFastBlocks]
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt) {
 #pragma unroll
-      for (int c = 0; c < 4; ++c) add(mt * 2 + (c >> 1), narrow_term(acc[mt][c], (c & 1) ? w.y : w.x));
+      for (int h = 0; h < 2; ++h) {
+        float t0, t1;
+        if constexpr (kCvt) {
+          narrow_term_pair(acc[mt][2 * h], acc[mt][2 * h + 1], w.x, w.y, t0, t1);
+        } else {
+          t0 = narrow_term(acc[mt][2 * h], w.x);
+          t1 = narrow_term(acc[mt][2 * h + 1], w.y);
+        }
+        add(mt * 2 + h, t0);
+        add(mt * 2 + h, t1);
+      }
     }
   }
 }
@@ -640,12 +673,13 @@ __device__ inline T reduce_to_lane(const T (&v)[4], int t) {
 
 // Scores of the warp's 32 entries (from entry0) for one row on the narrow-term path; lane t stores
 // entry g + 8t.
+template <bool kCvt>
 __device__ void score_narrow_entries(const FastArgs& a, const uint32_t (&frag_a)[2][kFastBlocks][4],
                                      const KeyExponents& k, const uint2* frags, const int4* starts,
                                      const float2* ws, int64_t entry0, int64_t row, int64_t visible) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f}, magnitude[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  narrow_terms(frag_a, frags, starts, ws, a.heads, lane, [&](int q, float term) {
+  narrow_terms<kCvt>(frag_a, frags, starts, ws, a.heads, lane, [&](int q, float term) {
     sum[q] += term;
     magnitude[q] += fabsf(term);
   });
@@ -660,7 +694,8 @@ __device__ void score_narrow_entries(const FastArgs& a, const uint32_t (&frag_a)
   if (__any_sync(0xFFFFFFFFu, !certain)) {
     // Rare (a sum within ~2^-18 of a midpoint, or exactly on one): the terms again, summed exactly.
     double exact[4] = {0.0, 0.0, 0.0, 0.0};
-    narrow_terms(frag_a, frags, starts, ws, a.heads, lane, [&](int q, float term) { exact[q] += term; });
+    narrow_terms<kCvt>(frag_a, frags, starts, ws, a.heads, lane,
+                       [&](int q, float term) { exact[q] += term; });
     const double total = reduce_to_lane(exact, t);
     if (!certain) result = round_bf16(__double2float_rn(total));
   }
@@ -672,6 +707,8 @@ __device__ void score_narrow_entries(const FastArgs& a, const uint32_t (&frag_a)
   a.scores[row * a.count + entry] = entry < visible ? result * scale : -INFINITY;
 }
 
+// kCvt: the BF16 roundings of the narrow-term path by cvt.rn.bf16x2 instead of FMAs (benchmark A/B).
+template <bool kCvt>
 __global__ void __launch_bounds__(kFastThreads, 4) fast_scores_kernel(const __grid_constant__ FastArgs a) {
   extern __shared__ __align__(16) uint8_t smem[];
   const int rows_cta = a.rows_per_cta, heads = a.heads, per_row = heads * kFastDim;
@@ -689,13 +726,13 @@ __global__ void __launch_bounds__(kFastThreads, 4) fast_scores_kernel(const __gr
   __shared__ int64_t row_visible[kFastRows];
   const int64_t row0 = static_cast<int64_t>(blockIdx.y) * rows_cta;
   const int rows = static_cast<int>(min(static_cast<int64_t>(rows_cta), a.n - row0));
-  // Fragment order: slot ((r·heads/8 + j)·4 + b)·32 + lane holds head j·8 + lane/4, channels
-  // b·32 + (lane%4)·8 .. + 8 (the channel permutation of the A fragments).
+  // Fragment order: slot ((r·heads/8 + j)·4 + k)·32 + lane holds head j·8 + lane/4, channels
+  // (lane%4)·32 + k·8 .. + 8 (the k order of narrow_key_fragments).
   for (int i = threadIdx.x; i < rows * per_row / 8; i += kFastThreads) {
-    const int lane = i & 31, b = (i >> 5) & 3, j = i >> 7;  // j counts over rows too
+    const int lane = i & 31, k = (i >> 5) & 3, j = i >> 7;  // j counts over rows too
     const int head = j * 8 + (lane >> 2);                   // row-major over (row, head)
-    frags[i] = *reinterpret_cast<const uint2*>(a.queries.values + row0 * per_row + head * kFastDim + b * 32 +
-                                               (lane & 3) * 8);
+    frags[i] = *reinterpret_cast<const uint2*>(a.queries.values + row0 * per_row + head * kFastDim +
+                                               (lane & 3) * 32 + k * 8);
   }
   for (int i = threadIdx.x; i < rows * heads / 2; i += kFastThreads) {
     const int2 even = a.queries.terms[row0 * heads + 2 * i], odd = a.queries.terms[row0 * heads + 2 * i + 1];
@@ -743,8 +780,8 @@ __global__ void __launch_bounds__(kFastThreads, 4) fast_scores_kernel(const __gr
 #pragma unroll
         for (int q = 0; q < 4; ++q) in_range = in_range && k.min[q] >= range.x && k.min[q] <= range.y;
         if (k.narrow && __all_sync(0xFFFFFFFFu, in_range)) {
-          score_narrow_entries(a, frag_a, k, frags + r * per_row / 8, starts + r * heads / 2,
-                               ws + r * heads / 2, entry0, row0 + r, row_visible[r]);
+          score_narrow_entries<kCvt>(a, frag_a, k, frags + r * per_row / 8, starts + r * heads / 2,
+                                     ws + r * heads / 2, entry0, row0 + r, row_visible[r]);
           continue;
         }
         const int64_t offset = (row0 + r) * per_row;
@@ -808,23 +845,31 @@ void launch_fast_scores(const IndexScoringArgs& args, void* workspace, cudaStrea
   FKV_CUDA_CHECK_LAUNCH();
   const int rows_per_cta = static_cast<int>(std::min<int64_t>(args.n, kFastRows));
   const size_t smem = fast_scores_smem(args.heads, rows_per_cta);
+  const bool cvt = args.rounding == IndexRounding::kConvert;
+  const auto kernel = cvt ? fast_scores_kernel<true> : fast_scores_kernel<false>;
   static const bool configured = [] {
-    FKV_CUDA_CHECK(cudaFuncSetAttribute(fast_scores_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(fast_scores_smem(kMaxFastHeads, kFastRows))));
+    const int limit = static_cast<int>(fast_scores_smem(kMaxFastHeads, kFastRows));
+    FKV_CUDA_CHECK(
+        cudaFuncSetAttribute(fast_scores_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
+    FKV_CUDA_CHECK(
+        cudaFuncSetAttribute(fast_scores_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
     return true;
   }();
   (void)configured;
-  int blocks_per_sm = 0;
-  FKV_CUDA_CHECK(
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, fast_scores_kernel, kFastThreads, smem));
-  blocks_per_sm = std::max(blocks_per_sm, 1);
+  // Resident CTAs per SM, remembered per (variant, rows, heads / 8) and thread: no occupancy query per call.
+  thread_local int resident[2][kFastRows + 1][kMaxFastHeads / 8 + 1] = {};
+  int& blocks_per_sm = resident[cvt][rows_per_cta][args.heads / 8];
+  if (blocks_per_sm == 0) {
+    FKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kernel, kFastThreads, smem));
+    blocks_per_sm = std::max(blocks_per_sm, 1);
+  }
   const int64_t row_groups = (args.n + rows_per_cta - 1) / rows_per_cta;
   const int64_t tiles = (args.key_count + kFastTileEntries - 1) / kFastTileEntries;
   const int64_t per_group = std::max<int64_t>(1, blocks_per_sm * sm_count() / row_groups);
   const dim3 grid(static_cast<unsigned>(std::min(tiles, per_group)), static_cast<unsigned>(row_groups));
   FastArgs fast{args.keys,  args.key_count, args.head_weights, args.n_visible, args.n,
                 args.heads, prepared,       args.scores,       rows_per_cta};
-  fast_scores_kernel<<<grid, kFastThreads, smem, stream>>>(fast);
+  kernel<<<grid, kFastThreads, smem, stream>>>(fast);
   FKV_CUDA_CHECK_LAUNCH();
   launch_exact_scores(args, prepared.fast, stream);  // rows whose queries are not MXFP4-exact
 }
