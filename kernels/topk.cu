@@ -50,16 +50,15 @@ __device__ inline uint32_t order_key(uint16_t bf16) {
 
 // ---- CTA-wide helpers ---------------------------------------------------------------------------------
 
-// Maximum (kMax) or minimum of `value` over the CTA; every thread gets it.
-template <int kThreads, bool kMax>
-__device__ uint32_t block_extreme(uint32_t value) {
+// Maximum of `value` over the CTA; every thread gets it.
+template <int kThreads>
+__device__ uint32_t block_max(uint32_t value) {
   __shared__ uint32_t per_warp[kThreads / 32];
   const unsigned lane = threadIdx.x & 31u;
-  value = kMax ? __reduce_max_sync(~0u, value) : __reduce_min_sync(~0u, value);
+  value = __reduce_max_sync(~0u, value);
   if (lane == 0) per_warp[threadIdx.x >> 5] = value;
   __syncthreads();
-  value = lane < kThreads / 32 ? per_warp[lane] : (kMax ? 0u : ~0u);
-  value = kMax ? __reduce_max_sync(~0u, value) : __reduce_min_sync(~0u, value);
+  value = __reduce_max_sync(~0u, lane < kThreads / 32 ? per_warp[lane] : 0u);
   __syncthreads();  // per_warp may be reused by the next call
   return value;
 }
@@ -330,27 +329,20 @@ __device__ uint32_t tile_positions(const bool (&flags)[kItems], uint32_t (&ballo
   return counts[kItems * kWarps];
 }
 
-// The top k of `count` candidates (keys and row indices in shared memory, in index order, all valid) into
-// out[0, k): radix passes on key − min key from its highest set bit (candidates sit near the top of the
-// row, so their distances spread over the bins), then the index-order compaction; −1 pads.
+// The top k of `count` candidates (keys and row indices in shared memory, in index order, all valid, all
+// in [base, top]) into out[0, k): radix passes on key − base from the highest set bit of top − base (the
+// candidates sit near the top of the row, so these distances spread over the bins), then the index-order
+// compaction; −1 pads.
 template <int kThreads>
 __device__ void select_candidates(const uint32_t* keys, const int32_t* indices, uint32_t count, int64_t k,
-                                  int32_t* out) {
+                                  uint32_t base, uint32_t top, int32_t* out) {
   __shared__ uint32_t hist[kBins];
   // Taken: (key − base) >> shift above prefix, or equal to it among the first `need` in index order.
-  uint32_t base = 0;
   int shift = 32;
   uint64_t prefix = 0;
   uint32_t need = count;
   if (count > k) {
-    uint32_t lo = ~0u, hi = 0u;
-    for (uint32_t i = threadIdx.x; i < count; i += kThreads) {
-      lo = min(lo, keys[i]);
-      hi = max(hi, keys[i]);
-    }
-    base = block_extreme<kThreads, false>(lo);
-    hi = block_extreme<kThreads, true>(hi);
-    shift = hi == base ? 0 : 32 - __clz(hi - base);
+    shift = top == base ? 0 : 32 - __clz(top - base);
     need = static_cast<uint32_t>(k);
     while (shift > 0) {
       const int low = max(shift - 11, 0);
@@ -431,7 +423,7 @@ __global__ void __launch_bounds__(kShortThreads)
   uint32_t local_max = 0;
 #pragma unroll
   for (int i = 0; i < kShortItems; ++i) local_max = max(local_max, keys[i]);
-  const uint32_t max_key = block_extreme<kShortThreads, true>(local_max);
+  const uint32_t max_key = block_max<kShortThreads>(local_max);
   if (valid_key(sample)) atomicAdd(&sample_hist[distance_bucket(max_key - sample)], 1u);
   __syncthreads();
   if (warp == 0) {
@@ -460,7 +452,8 @@ __global__ void __launch_bounds__(kShortThreads)
     candidate_indices[slot] = static_cast<int32_t>(threadIdx.x + kShortThreads * i);
   }
   __syncthreads();
-  select_candidates<kShortThreads>(candidate_keys, candidate_indices, total, k, out + row * k);
+  select_candidates<kShortThreads>(candidate_keys, candidate_indices, total, k, lower, max_key,
+                                   out + row * k);
 }
 
 // ---- long rows: a filter pass over chunks, then a per-row selection of the candidates ---------------------
@@ -499,7 +492,7 @@ __device__ uint32_t sampled_lower_key(const T* data, int64_t n, int64_t k) {
     keys[i] = order_key(data[position]);
     local_max = max(local_max, keys[i]);
   }
-  const uint32_t max_key = block_extreme<kFilterThreads, true>(local_max);
+  const uint32_t max_key = block_max<kFilterThreads>(local_max);
 #pragma unroll
   for (int i = 0; i < kSampleItems; ++i) {
     if (valid_key(keys[i])) atomicAdd(&hist[distance_bucket(max_key - keys[i])], 1u);
@@ -584,23 +577,25 @@ __global__ void __launch_bounds__(kMergeThreads)
   }
   __syncthreads();
   int32_t* row_out = out + row * k;
-  const bool every_valid_entry = ws.lower[row] == kLowestValidKey;
-  if (total > kCapacity || (static_cast<int64_t>(total) < k && !every_valid_entry)) {
+  const uint32_t lower = ws.lower[row];
+  if (total > kCapacity || (static_cast<int64_t>(total) < k && lower != kLowestValidKey)) {
     select_row_radix(scores + row * n, n, k, row_out, static_cast<uint32_t*>(nullptr));
     return;
   }
   const uint2* kept = ws.kept + row * chunks * static_cast<int64_t>(kCapacity);
   const unsigned lane = threadIdx.x & 31u;
+  uint32_t top = 0;  // candidates can lie above the sample's max
   for (int c = static_cast<int>(threadIdx.x >> 5); c < chunks; c += kMergeThreads / 32) {
     const uint2* source = kept + static_cast<int64_t>(c) * kCapacity;
     for (uint32_t j = lane; j < sizes[c]; j += 32) {
       const uint2 entry = source[j];
       candidate_keys[offsets[c] + j] = entry.x;
       candidate_indices[offsets[c] + j] = static_cast<int32_t>(entry.y);
+      top = max(top, entry.x);
     }
   }
-  __syncthreads();
-  select_candidates<kMergeThreads>(candidate_keys, candidate_indices, total, k, row_out);
+  top = block_max<kMergeThreads>(top);  // its barrier also publishes the gathered candidates
+  select_candidates<kMergeThreads>(candidate_keys, candidate_indices, total, k, lower, top, row_out);
 }
 
 // ---- host side ----------------------------------------------------------------------------------------
