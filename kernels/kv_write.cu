@@ -31,8 +31,11 @@
 #include <flashkv/numeric/kv_records.hpp>
 #include <flashkv/numeric/scalar_codecs.hpp>
 
+#include <cuda_bf16.h>
+
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "cuda_check.cuh"
 #include "kv_element_codecs.cuh"
@@ -53,7 +56,7 @@ constexpr int kCompressorCtasPerSm =
     3;  // <= 80 registers: 24 warps/SM (four 16-channel fp32 inputs per lane)
 constexpr unsigned kFullMask = 0xffffffffu;
 // A fast RMSNorm value this many fp32 ulps or fewer from a BF16 rounding midpoint takes the double path.
-constexpr uint32_t kMidpointMargin = 16;
+constexpr uint32_t kMidpointMargin = 8;
 // Stage ablations of the window kernel (set_window_ablation_for_bench): kv_write.cuh.
 constexpr unsigned kAblateRope = 1, kAblateExactSum = 2, kAblateNormFallback = 4, kAblateNormAndRope = 8;
 constexpr unsigned kAblateUncappedRegisters = 16;  // all three kernels, records still valid
@@ -89,26 +92,38 @@ __device__ void load_f32_chunk(const float* rows, int64_t row, int dim, int lane
   load_chunk(rows, RowType::kFp32, row, dim, lane_in_row, x);
 }
 
-// A lane's 16 input channels as loaded (64 bytes of fp32, or 32 bytes of BF16 in q[0..1]), so a row's loads
-// can be issued one row ahead and converted when the row is processed.
+// A lane's 16 input channels as loaded (64 bytes of fp32, or 32 bytes of BF16 in q[0..1]).
 struct RawChunk {
   uint4 q[4];
 };
 
-__device__ RawChunk fetch_chunk(const void* rows, RowType type, int64_t row, int dim, int lane_in_row) {
-  const int64_t first = row * dim + static_cast<int64_t>(lane_in_row) * kChannels;
-  RawChunk raw;
-  if (type == RowType::kBf16) {
-    const uint4* src = reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(rows) + first);
-    raw.q[0] = __ldg(src);
-    raw.q[1] = __ldg(src + 1);
-    raw.q[2] = raw.q[3] = make_uint4(0, 0, 0, 0);
-  } else {
-    const uint4* src = reinterpret_cast<const uint4*>(static_cast<const float*>(rows) + first);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) raw.q[i] = __ldg(src + i);
-  }
-  return raw;
+// ---- input rows through a per-lane cp.async ring ------------------------------------------------------
+// Each lane copies its own 16 channels of the warp's next rows into its private slots of a shared-memory
+// ring (cp.async, 16 B per copy, L2 only), so kRingUnits·16 B per lane (4 BF16 rows or 2 fp32 rows at 8
+// units) are in flight while the current row is processed, without holding registers: 32 KB per 256-thread
+// CTA, 128 KB per SM at 4 CTAs (Little's law at ~4 TB/s and ~1-2 us asks for 32-64 KB per SM). The slots are
+// lane-private, so the lane's own cp.async.wait_group is the only synchronization.
+// 16-byte units per lane: 8 (32 KB per CTA) except for rows of 32 or 64 channels, whose RoPE tables take
+// 16 KB and leave room for 4 under the 48 KB of static shared memory.
+template <int kDim>
+constexpr int kRingUnits = kDim <= 64 ? 4 : 8;
+
+// Unit u of thread t at units[u][t]: consecutive threads, consecutive 16 B (no bank conflicts).
+template <int kUnits>
+struct InputRing {
+  uint4 units[kUnits][kThreads];
+};
+
+__device__ void cp_async16(uint4* shared_dst, const void* global_src) {
+  const auto dst = static_cast<uint32_t>(__cvta_generic_to_shared(shared_dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(global_src) : "memory");
+}
+__device__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+template <int kPending>
+__device__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
 }
 
 __device__ void unpack_chunk(const RawChunk& raw, RowType type, float (&x)[kChannels]) {
@@ -191,7 +206,7 @@ __device__ double row_sum(double v) {
 }
 
 template <int kLanes>
-__device__ int row_min(int v) {
+__device__ uint32_t row_min(uint32_t v) {
 #pragma unroll
   for (int offset = kLanes / 2; offset > 0; offset /= 2) v = min(v, __shfl_xor_sync(kFullMask, v, offset));
   return v;
@@ -223,28 +238,40 @@ __device__ double ordered_sum_of_squares(const float (&x)[kChannels], int first_
                    __dadd_rn(__dadd_rn(partial[2], partial[6]), __dadd_rn(partial[3], partial[7])));
 }
 
-// The CPU's double sum of squares of the row. Every channel is a multiple of 2^lowest, where lowest is the
-// exponent of its leading bit minus (significand_bits − 1) (8 bits for BF16-valued rows, 24 for any fp32;
-// 2^-149 for subnormals), so the any-order sum is the CPU's when it is below 2^(52 + 2·lowest) for the row's
-// smallest non-zero channel (see the header comment). A NaN or Inf makes the sum fail that test. Called by
-// all 32 lanes; the rows of a warp take the ordered path together.
+// Σ x² of the row in any order (each square exact in double; every lane gets the same sum).
 template <int kLanes>
-__device__ double sum_of_squares(const float (&x)[kChannels], int first_lane, int significand_bits,
-                                 unsigned ablate) {
-  double local = 0.0;
-  int smallest = 255;  // biased exponent field of the smallest non-zero |x|
+__device__ double any_order_sum_of_squares(const float (&x)[kChannels]) {
+  double local[2] = {0.0, 0.0};  // two chains for latency
 #pragma unroll
-  for (int i = 0; i < kChannels; ++i) {
-    local = __fma_rn(static_cast<double>(x[i]), static_cast<double>(x[i]), local);  // = local + x² (exact)
-    const int field = static_cast<int>((__float_as_uint(x[i]) >> 23) & 0xffu);
-    smallest = min(smallest, x[i] != 0.0f ? field : 255);
-  }
-  const double any_order = row_sum<kLanes>(local);
+  for (int i = 0; i < kChannels; ++i)
+    local[i % 2] = __fma_rn(static_cast<double>(x[i]), static_cast<double>(x[i]), local[i % 2]);
+  return row_sum<kLanes>(__dadd_rn(local[0], local[1]));
+}
+
+// The CPU's double sum of squares of the row, given the any-order sum. Every channel is a multiple of
+// 2^lowest, where lowest is the exponent of its leading bit minus (significand_bits − 1) (8 bits for
+// BF16-valued rows, 24 for any fp32; 2^-149 for subnormals), so the any-order sum is the CPU's when it is
+// below 2^(52 + 2·lowest) for the row's smallest non-zero channel (see the header comment). A NaN or Inf
+// makes the sum fail that test. Called by all 32 lanes; the rows of a warp take the ordered path together.
+template <int kLanes>
+__device__ double exact_sum_of_squares(const float (&x)[kChannels], double any_order, int first_lane,
+                                       int significand_bits, unsigned ablate) {
   if (ablate & kAblateExactSum) return any_order;
-  smallest = row_min<kLanes>(smallest);
+  // min over channels of (|bits| << 1) − 1: the smallest non-zero magnitude (zeros wrap to the maximum)
+  uint32_t key = 0xffffffffu;
+#pragma unroll
+  for (int i = 0; i < kChannels; ++i) key = min(key, (__float_as_uint(x[i]) << 1) - 1u);
+  const int smallest = static_cast<int>((row_min<kLanes>(key) + 1u) >> 24);  // exponent field (0: none)
   const int lowest = smallest == 0 ? -149 : smallest - 127 - (significand_bits - 1);
-  if (__all_sync(kFullMask, any_order < ldexp(1.0, 52 + 2 * lowest))) return any_order;
+  const double bound = __hiloint2double((52 + 2 * lowest + 1023) << 20, 0);  // 2^(52 + 2·lowest), normal
+  if (__all_sync(kFullMask, any_order < bound)) return any_order;
   return ordered_sum_of_squares<kLanes>(x, first_lane);
+}
+
+// Σx²/d + eps as the CPU forms it: dim is a power of two, so the product with 1/d is its correctly rounded
+// quotient.
+__device__ double mean_square_of(double sum, int dim, double eps) {
+  return __dadd_rn(__dmul_rn(sum, 1.0 / dim), eps);
 }
 
 // ---- RMSNorm (rmsnorm.cpp): y = w ⊙ x·(Σx²/d + eps)^-½, stored fp32 (clean) or fp32 then BF16 (faithful)
@@ -263,43 +290,91 @@ __device__ float cpu_norm_value(float x, float w, double mean_square, bool faith
   return faithful ? round_bf16(f) : f;
 }
 
-// Faithful: bf16(fp32(w·(x/root))) through the fp32 estimate w·x·RN(1/sqrt(RN(mean_square))) (relative error
-// below 4·2^-24, i.e. 4 fp32 ulps) when it is more than kMidpointMargin ulps from a BF16 rounding midpoint.
-__device__ float faithful_norm_value(float x, float w, double mean_square, float inverse_root,
-                                     unsigned ablate) {
-  const float estimate = __fmul_rn(__fmul_rn(w, x), inverse_root);
-  const uint32_t bits = __float_as_uint(estimate);
-  const uint32_t magnitude = bits & 0x7fffffffu;
-  // |estimate| in [2^-60, 2^126): with inverse_root <= 2^60 nothing underflowed on the way (w·x >= 2^-120)
-  // and nothing overflows (a NaN inverse_root, for a mean square outside the fp32 range, fails this too).
-  const bool in_range = magnitude - 0x21800000u < 0x7e800000u - 0x21800000u;
-  // more than kMidpointMargin ulps from the BF16 midpoint (low half 0x8000)
-  const bool clear = (bits & 0xffffu) - (0x8000u - kMidpointMargin) > 2 * kMidpointMargin;
-  if ((in_range && clear) || (ablate & kAblateNormFallback))
-    return __uint_as_float((bits + 0x7fffu + ((bits >> 16) & 1u)) & 0xffff0000u);
-  return cpu_norm_value(x, w, mean_square, true);
+// The CPU's faithful value as BF16 bits, out of line (rare: the fast path below declined).
+__device__ __noinline__ uint32_t cpu_norm_bf16(float x, float w, double mean_square) {
+  return nm::bf16_from_float(cpu_norm_value(x, w, mean_square, false));
 }
 
+// Faithful fast path: bf16(fp32(w·(x/root))) is the BF16 rounding of the fp32 estimate RN(RN(w·x)·r), r =
+// RN(1/sqrt(RN(mean_square))) (relative error below 3.5·2^-24, i.e. under 4 fp32 ulps at the estimate; the
+// CPU's double value is within 2^-52 of exact) whenever the estimate is more than kMidpointMargin ulps from a
+// BF16 rounding midpoint (low half 0x8000): then the exact value, the CPU's double and its fp32 rounding all
+// lie strictly on the estimate's side (margin 8: twice the 4.5 ulps the argument needs). The estimate must
+// also lie in [2^-60, 2^126): with r <= 2^60 nothing underflowed on the way (|w·x| >= 2^-120) and nothing
+// overflowed; a NaN r (mean square outside the fp32 range) fails too.
+__device__ bool norm_estimate_declined(float estimate) {
+  const float magnitude = fabsf(estimate);
+  const bool in_range = magnitude >= 0x1p-60f && magnitude < 0x1p126f;
+  // ((low half) − (0x8000 − margin)) in the top half of a word: <= 2·margin there iff near the midpoint
+  const uint32_t offset = (__float_as_uint(estimate) << 16) - ((0x8000u - kMidpointMargin) << 16);
+  return !in_range || offset <= ((2 * kMidpointMargin) << 16 | 0xffffu);
+}
+
+__device__ uint32_t bf16x2_bits(float lo, float hi) {
+  const __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);  // cvt.rn.bf16x2.f32: RNE, one instruction
+  uint32_t bits;
+  memcpy(&bits, &pair, sizeof bits);
+  return bits;
+}
+
+// Faithful rows: the fast path needs Σx² only to fp32 accuracy (the any-order double sum is within 2^-44 of
+// the CPU's, which the margin absorbs), so the CPU's exact sum is formed only for rows where some channel
+// declined it (about one in eight).
 template <int kLanes, bool kFaithful>
 __device__ void rms_norm_chunk(float (&x)[kChannels], const float* weight, double eps, int dim,
                                int lane_in_row, int first_lane, int significand_bits, unsigned ablate = 0) {
-  const double sum = sum_of_squares<kLanes>(x, first_lane, significand_bits, ablate);
-  // Σx²/d: dim is a power of two, so the product with 1/d is the CPU's correctly rounded quotient.
-  const double mean_square = __dadd_rn(__dmul_rn(sum, 1.0 / dim), eps);
-  const float mean_square_f = __double2float_rn(mean_square);
-  const float inverse_root = mean_square_f >= 0x1p-120f && mean_square_f <= 0x1p120f
-                                 ? __frsqrt_rn(mean_square_f)
-                                 : __int_as_float(0x7fffffff);
+  const double any_order = any_order_sum_of_squares<kLanes>(x);
   const float4* w4 = reinterpret_cast<const float4*>(weight + lane_in_row * kChannels);
+  if constexpr (!kFaithful) {
+    const double mean_square = mean_square_of(
+        exact_sum_of_squares<kLanes>(x, any_order, first_lane, significand_bits, ablate), dim, eps);
 #pragma unroll
-  for (int q = 0; q < 4; ++q) {
-    const float4 w = __ldg(w4 + q);
-    const float ws[4] = {w.x, w.y, w.z, w.w};
+    for (int q = 0; q < 4; ++q) {
+      const float4 w = __ldg(w4 + q);
+      const float ws[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      float& v = x[4 * q + i];
-      v = kFaithful ? faithful_norm_value(v, ws[i], mean_square, inverse_root, ablate)
-                    : cpu_norm_value(v, ws[i], mean_square, false);
+      for (int i = 0; i < 4; ++i) x[4 * q + i] = cpu_norm_value(x[4 * q + i], ws[i], mean_square, false);
+    }
+  } else {
+    const float mean_square_f = __double2float_rn(mean_square_of(any_order, dim, eps));
+    const float inverse_root = mean_square_f >= 0x1p-120f && mean_square_f <= 0x1p120f
+                                   ? __frsqrt_rn(mean_square_f)
+                                   : __int_as_float(0x7fffffff);
+    uint32_t packed[kChannels / 2];  // BF16 pairs, channel 2k in the low half
+    bool declined = false;
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const float4 w = __ldg(w4 + q);
+      const float ws[4] = {w.x, w.y, w.z, w.w};
+      float e[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        e[i] = __fmul_rn(__fmul_rn(ws[i], x[4 * q + i]), inverse_root);
+        declined |= norm_estimate_declined(e[i]);
+      }
+      packed[2 * q] = bf16x2_bits(e[0], e[1]);
+      packed[2 * q + 1] = bf16x2_bits(e[2], e[3]);
+    }
+    // The channels near a midpoint take the CPU's double expression, with the CPU's exact Σx².
+    if (__any_sync(kFullMask, declined) && !(ablate & kAblateNormFallback)) {
+      const double mean_square = mean_square_of(
+          exact_sum_of_squares<kLanes>(x, any_order, first_lane, significand_bits, ablate), dim, eps);
+      if (declined) {
+#pragma unroll
+        for (int i = 0; i < kChannels; ++i) {
+          const float w = __ldg(weight + lane_in_row * kChannels + i);
+          if (norm_estimate_declined(__fmul_rn(__fmul_rn(w, x[i]), inverse_root))) {
+            const uint32_t bits = cpu_norm_bf16(x[i], w, mean_square);
+            packed[i / 2] =
+                i % 2 == 0 ? (packed[i / 2] & 0xffff0000u) | bits : (packed[i / 2] & 0xffffu) | (bits << 16);
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kChannels / 2; ++k) {
+      x[2 * k] = __uint_as_float(packed[k] << 16);
+      x[2 * k + 1] = __uint_as_float(packed[k] & 0xffff0000u);
     }
   }
 }
@@ -311,16 +386,76 @@ __device__ void rms_norm_chunk(float (&x)[kChannels], const float* weight, doubl
 template <int kDim>
 constexpr int kRopePairs = kDim / 2 < 32 ? kDim / 2 : 32;
 
+// sin and cos of a double `a`, bit-identical to libdevice's sincos (the CUDA 13 fast path for |a| < 2^31,
+// read off its SASS: a·2/π rounded to the nearest integer k, a − k·π/2 in three fused steps, the same two
+// polynomials and quadrant swaps) but with k from the 1.5·2^52 rounding trick instead of an f64 -> int ->
+// f64 round trip through the conversion unit, and the coefficients read from the constant bank instead of
+// two uniform moves each. Larger |a|, Inf and NaN take libdevice's own path.
+__constant__ double kTrig[16] = {
+    0x1.45f306dc9c883p-1,    // 2/π
+    0x1.921fb54442d18p+0,    // π/2, three parts
+    0x1.1a62633145c00p-54,   //
+    0x1.b839a252049c0p-104,  //
+    0x1.1eea7c1ef8528p-29,   // cos: z^7 … z^2 coefficients, then −1/2, 1
+    -0x1.8ff8320fd8164p-37,  //
+    -0x1.27e4f8e06e6d9p-22,  //
+    0x1.a01a019ddbce9p-16,   //
+    -0x1.6c16c16c15d47p-10,  //
+    0x1.5555555555551p-5,    //
+    -0x1.ae5f12cb0d246p-26,  // sin: z^6 … z coefficients
+    0x1.5db65f9785ebap-33,   //
+    0x1.71de369ace392p-19,   //
+    -0x1.a01a019db62a1p-13,  //
+    0x1.1111111110818p-7,    //
+    -0x1.5555555555554p-3,   //
+};
+
+__device__ void sincos_libdevice(double a, double& sine, double& cosine) {
+  if (!(fabs(a) < 0x1p31)) {
+    sincos(a, &sine, &cosine);
+    return;
+  }
+  constexpr double kRound = 0x1.8p52;  // adding it rounds |x| < 2^51 to an integer, ties to even
+  const double t = __dadd_rn(__dmul_rn(a, kTrig[0]), kRound);
+  const int quadrant = __double2loint(t);
+  const double k = __dsub_rn(t, kRound);
+  double r = __fma_rn(-k, kTrig[1], a);
+  r = __fma_rn(-k, kTrig[2], r);
+  r = __fma_rn(-k, kTrig[3], r);
+  const double z = __dmul_rn(r, r);
+  double c = __fma_rn(z, kTrig[5], kTrig[4]);
+#pragma unroll
+  for (int i = 6; i < 10; ++i) c = __fma_rn(z, c, kTrig[i]);
+  c = __fma_rn(z, c, -0.5);
+  c = __fma_rn(z, c, 1.0);
+  double s = __fma_rn(z, kTrig[11], kTrig[10]);
+#pragma unroll
+  for (int i = 12; i < 16; ++i) s = __fma_rn(z, s, kTrig[i]);
+  s = __fma_rn(__dmul_rn(z, s), r, r);
+  if (quadrant & 1) {
+    const double swapped = s;
+    s = c;
+    c = -swapped;
+  }
+  if (quadrant & 2) {
+    s = -s;
+    c = -c;
+  }
+  sine = s;
+  cosine = c;
+}
+
 // One pair (re, im) rotated by position·f as rope.cpp does: faithful angles are fp32 products, cos/sin are
 // rounded to fp32 (the reference's fp32 tables), the rotated pair is computed in double and rounded to fp32,
-// then BF16; clean angles are double.
+// then BF16 (one cvt for the pair: RNE as the host's, NaN payloads aside, which the quantizers zero); clean
+// angles are double.
 template <bool kFaithful>
-__device__ float2 rotate_pair(float2 pair, int64_t position, double freq) {
+__device__ float2 rotate_pair(float2 pair, int64_t position, double freq, float freq_f) {
   double c, s;
   if (kFaithful) {
-    const float angle = __fmul_rn(__ll2float_rn(position), static_cast<float>(freq));
+    const float angle = __fmul_rn(__ll2float_rn(position), freq_f);
     double sine, cosine;
-    sincos(static_cast<double>(angle), &sine, &cosine);
+    sincos_libdevice(static_cast<double>(angle), sine, cosine);
     c = __double2float_rn(cosine);
     s = __double2float_rn(sine);
   } else {
@@ -329,52 +464,89 @@ __device__ float2 rotate_pair(float2 pair, int64_t position, double freq) {
   const double re = pair.x, im = pair.y;
   const float out_re = __double2float_rn(__dsub_rn(__dmul_rn(re, c), __dmul_rn(im, s)));
   const float out_im = __double2float_rn(__dadd_rn(__dmul_rn(re, s), __dmul_rn(im, c)));
-  return kFaithful ? make_float2(round_bf16(out_re), round_bf16(out_im)) : make_float2(out_re, out_im);
+  if (!kFaithful) return make_float2(out_re, out_im);
+  const uint32_t bits = bf16x2_bits(out_re, out_im);
+  return make_float2(__uint_as_float(bits << 16), __uint_as_float(bits & 0xffff0000u));
+}
+
+// The RoPE frequencies, read once per CTA: double (clean) and fp32 (faithful angles), pair p at [p].
+struct RopeFrequencies {
+  double f64[32];
+  float f32[32];
+};
+
+// Called by every thread of the CTA before its rows (one barrier).
+__device__ void load_rope_frequencies(const RopeParams& rope, RopeFrequencies& freqs) {
+  if (threadIdx.x < static_cast<unsigned>(rope.rope_dim / 2)) {
+    const double f = __ldg(rope.freqs + threadIdx.x);
+    freqs.f64[threadIdx.x] = f;
+    freqs.f32[threadIdx.x] = static_cast<float>(f);
+  }
+  __syncthreads();
 }
 
 // Rotates the row's last rope_dim channels by position·f_i. Those channels sit on a few lanes of the row, so
 // the pairs go through `table` (this row's slice of shared memory): the owning lanes put them there, every
 // lane of the row rotates pairs p ≡ lane (mod kLanes) — one cos/sin each for a 512-channel row instead of
-// eight on four lanes — and the owners take the results back.
+// eight on four lanes — and the owners take the results back. When the rotated channels start on a lane
+// boundary (rope_dim a multiple of 16: the V4 shapes), owners move whole chunks with 16-byte accesses.
 template <int kLanes, bool kFaithful>
-__device__ void rope_chunk(float (&x)[kChannels], int64_t position, const RopeParams& rope, int dim,
-                           int lane_in_row, float2* table) {
+__device__ void rope_chunk(float (&x)[kChannels], int64_t position, const RopeParams& rope,
+                           const RopeFrequencies& freqs, int dim, int lane_in_row, float2* table) {
   const int first_rotated = dim - rope.rope_dim;
   const int chunk_first = lane_in_row * kChannels;
   const bool owner = chunk_first + kChannels > first_rotated;
+  const bool whole_chunks = first_rotated % kChannels == 0;
+  float4* const chunk_in_table = reinterpret_cast<float4*>(table + (chunk_first - first_rotated) / 2);
   if (owner) {
+    if (whole_chunks) {
 #pragma unroll
-    for (int k = 0; k < kChannels / 2; ++k) {
-      const int channel = chunk_first + 2 * k;
-      if (channel >= first_rotated)
-        table[(channel - first_rotated) / 2] = make_float2(x[2 * k], x[2 * k + 1]);
+      for (int q = 0; q < 4; ++q)
+        chunk_in_table[q] = make_float4(x[4 * q], x[4 * q + 1], x[4 * q + 2], x[4 * q + 3]);
+    } else {
+#pragma unroll
+      for (int k = 0; k < kChannels / 2; ++k) {
+        const int channel = chunk_first + 2 * k;
+        if (channel >= first_rotated)
+          table[(channel - first_rotated) / 2] = make_float2(x[2 * k], x[2 * k + 1]);
+      }
     }
   }
   __syncwarp();
   const int pairs = rope.rope_dim / 2;
   for (int p = lane_in_row; p < pairs; p += kLanes) {
-    table[p] = rotate_pair<kFaithful>(table[p], position, __ldg(rope.freqs + p));
+    table[p] = rotate_pair<kFaithful>(table[p], position, freqs.f64[p], freqs.f32[p]);
   }
   __syncwarp();
   if (owner) {
+    if (whole_chunks) {
 #pragma unroll
-    for (int k = 0; k < kChannels / 2; ++k) {
-      const int channel = chunk_first + 2 * k;
-      if (channel >= first_rotated) {
-        const float2 rotated = table[(channel - first_rotated) / 2];
-        x[2 * k] = rotated.x;
-        x[2 * k + 1] = rotated.y;
+      for (int q = 0; q < 4; ++q) {
+        const float4 v = chunk_in_table[q];
+        x[4 * q] = v.x, x[4 * q + 1] = v.y, x[4 * q + 2] = v.z, x[4 * q + 3] = v.w;
+      }
+    } else {
+#pragma unroll
+      for (int k = 0; k < kChannels / 2; ++k) {
+        const int channel = chunk_first + 2 * k;
+        if (channel >= first_rotated) {
+          const float2 rotated = table[(channel - first_rotated) / 2];
+          x[2 * k] = rotated.x;
+          x[2 * k + 1] = rotated.y;
+        }
       }
     }
   }
   __syncwarp();  // the table is rewritten for the warp's next row
 }
 
-// This row's slice of the CTA's RoPE tables (one slice per row of each warp).
+// This row's slice of the CTA's RoPE tables (one slice per row of each warp; 16-byte aligned chunks), and
+// the frequencies.
 template <int kDim>
 struct RopeTables {
   static constexpr int kRowsPerWarp = 32 / (kDim / kChannels);
-  float2 slices[kThreads / 32][kRowsPerWarp][kRopePairs<kDim>];
+  __align__(16) float2 slices[kThreads / 32][kRowsPerWarp][kRopePairs<kDim>];
+  RopeFrequencies freqs;
 };
 
 // ---- compressor pooling (compressor.cpp), ratio 2
@@ -390,6 +562,12 @@ __device__ float cpu_pool_value(float v0, float g0, float v1, float g1, bool fai
   value = __dadd_rn(value, __dmul_rn(__ddiv_rn(w1, sum), static_cast<double>(v1)));
   const float f = __double2float_rn(value);
   return faithful ? round_bf16(f) : f;
+}
+
+// The CPU's faithful value, out of line: rare, and sixteen inlined copies of two double exp and divisions
+// per lane overflowed the instruction cache (round 4 profile: "no instruction" was the top stall).
+__device__ __noinline__ float cpu_pool_value_faithful(float v0, float g0, float v1, float g1) {
+  return cpu_pool_value(v0, g0, v1, g1, true);
 }
 
 // Faithful pooled value through an fp32 estimate (v_max + e·v_min)/(1 + e), e = exp(g_min − g_max): its error
@@ -411,7 +589,7 @@ __device__ float faithful_pool_value(float v0, float g0, float v1, float g1) {
   const float midpoint_distance = fminf(half - off, off + 0.5f * half);
   const float bound = __fmaf_rn(0x1p-19f, fabsf(v0) + fabsf(v1), 0x1p-22f * magnitude);
   if (magnitude >= 0x1p-100f && magnitude < 0x1p100f && midpoint_distance > bound) return rounded;
-  return cpu_pool_value(v0, g0, v1, g1, true);
+  return cpu_pool_value_faithful(v0, g0, v1, g1);
 }
 
 __device__ float pool_pair(float v0, float g0, float v1, float g1, bool faithful) {
@@ -421,6 +599,21 @@ __device__ float pool_pair(float v0, float g0, float v1, float g1, bool faithful
 // ---- record encoders: this lane's 16 channels of one record
 // ------------------------------------------------
 
+// pow2_scale_code (fp8_block_scale_code, mxfp4_block_scale_code) for a block amax >= 0 or NaN and a floor
+// whose product with inv_max is a normal fp32 (both kinds): the E8M0 code of the smallest power of two >= y
+// is y's exponent field plus one when its mantissa is not zero, i.e. (bits + 0x7FFFFF) >> 23; that also
+// gives 0xFF for +Inf and for y past 2^127, as the host; NaN gives 0xFF.
+__device__ uint32_t pow2_scale_code_fast(float amax, float floor, float inv_max) {
+  const float y = __fmul_rn(kv_fast::amax_combine(amax, floor), inv_max);
+  return nm::is_nan(y) ? 0xffu : (__float_as_uint(y) + 0x7fffffu) >> 23;
+}
+
+// 1 / 2^(code − 127) for an E8M0 scale code other than 0xFF (NaN), exactly div_rn(1, e8m0_to_float(code)):
+// the reciprocal of a power of two is one, 2^-127 (code 254) a subnormal.
+__device__ float pow2_scale_inverse(uint32_t code) {
+  return __uint_as_float(code < 254u ? (254u - code) << 23 : 0x00400000u);
+}
+
 // FP8 window row: 32-channel blocks span two lanes (the amax pairs up through a shuffle).
 __device__ void store_fp8_chunk(uint8_t* record, int dim, int lane_in_row, const float (&x)[kChannels],
                                 bool active) {
@@ -428,11 +621,10 @@ __device__ void store_fp8_chunk(uint8_t* record, int dim, int lane_in_row, const
 #pragma unroll
   for (int i = 0; i < kChannels; ++i) amax = kv_fast::amax_update(amax, x[i]);
   amax = kv_fast::amax_combine(amax, __shfl_xor_sync(kFullMask, amax, 1));
-  const uint8_t code = nm::fp8_block_scale_code(amax);
-  const float scale = nm::e8m0_to_float(code);
+  const uint32_t code = pow2_scale_code_fast(amax, nm::kFp8AmaxFloor, nm::kInvE4m3Max);
   uint32_t packed[4] = {0, 0, 0, 0};
-  if (!nm::is_nan(scale)) {
-    const float inverse = nm::div_rn(1.0f, scale);  // exact: a power of two
+  if (code != 0xffu) {  // 0xFF: the NaN scale of a poisoned block, all codes 0 as on the host
+    const float inverse = pow2_scale_inverse(code);
 #pragma unroll
     for (int w = 0; w < 4; ++w) {
       const float* v = &x[4 * w];
@@ -443,14 +635,14 @@ __device__ void store_fp8_chunk(uint8_t* record, int dim, int lane_in_row, const
   }
   if (!active) return;
   store_words<4>(record + lane_in_row * kChannels, packed);
-  if (lane_in_row % 2 == 0) record[dim + lane_in_row / 2] = code;
+  if (lane_in_row % 2 == 0) record[dim + lane_in_row / 2] = static_cast<uint8_t>(code);
 }
 
-// E2M1 codes of 16 BF16-valued channels (two per f16x2 step, exact for BF16 inputs: kv_element_codecs.cuh).
-__device__ void encode_fp4_chunk(const float (&x)[kChannels], float scale, uint32_t (&packed)[2]) {
+// E2M1 codes of 16 BF16-valued channels (two per f16x2 step, exact for BF16 inputs: kv_element_codecs.cuh),
+// given RN(1/scale) (NaN: poisoned block, all codes 0 as on the host).
+__device__ void encode_fp4_chunk(const float (&x)[kChannels], float reciprocal, uint32_t (&packed)[2]) {
   packed[0] = packed[1] = 0;
-  if (nm::is_nan(scale)) return;  // poisoned block: all codes 0, as on the host
-  const float reciprocal = nm::div_rn(1.0f, scale);
+  if (nm::is_nan(reciprocal)) return;
 #pragma unroll
   for (int w = 0; w < 2; ++w) {
 #pragma unroll
@@ -469,7 +661,7 @@ __device__ void store_nvfp4_chunk(uint8_t* record, int dim, int lane_in_row, con
   for (int i = 0; i < kChannels; ++i) amax = kv_fast::amax_update(amax, x[i]);
   const uint8_t code = nm::nvfp4_block_scale_code(amax);
   uint32_t packed[2];
-  encode_fp4_chunk(x, nm::e4m3_to_float(code), packed);
+  encode_fp4_chunk(x, nm::div_rn(1.0f, nm::e4m3_to_float(code)), packed);
   if (!active) return;
   store_words<2>(record + lane_in_row * (kChannels / 2), packed);
   record[dim / 2 + lane_in_row] = code;
@@ -482,12 +674,12 @@ __device__ void store_mxfp4_chunk(uint8_t* record, int dim, int lane_in_row, con
 #pragma unroll
   for (int i = 0; i < kChannels; ++i) amax = kv_fast::amax_update(amax, x[i]);
   amax = kv_fast::amax_combine(amax, __shfl_xor_sync(kFullMask, amax, 1));
-  const uint8_t code = nm::mxfp4_block_scale_code(amax);
+  const uint32_t code = pow2_scale_code_fast(amax, nm::kMxfp4AmaxFloor, nm::kInvE2m1Max);
   uint32_t packed[2];
-  encode_fp4_chunk(x, nm::e8m0_to_float(code), packed);
+  encode_fp4_chunk(x, code != 0xffu ? pow2_scale_inverse(code) : __int_as_float(0x7fffffff), packed);
   if (!active) return;
   store_words<2>(record + lane_in_row * (kChannels / 2), packed);
-  if (lane_in_row % 2 == 0) record[dim / 2 + lane_in_row / 2] = code;
+  if (lane_in_row % 2 == 0) record[dim / 2 + lane_in_row / 2] = static_cast<uint8_t>(code);
 }
 
 enum class RecordKind { kWindow, kEntry, kKey };
@@ -543,30 +735,59 @@ __device__ void for_each_row(int64_t n, const Body& body) {
   }
 }
 
-// As for_each_row, for kernels that read one input row per row: the body gets the row's channels, and the
-// loads of the warp's next rows are in flight while it processes the current ones.
-template <int kDim, typename Body>
-__device__ void for_each_input_row(int64_t n, const DeviceRows& input, const Body& body) {
+// As for_each_row, for kernels that read one input row per row: the body gets the row's channels, read
+// through the lane's ring (the warp's next 3 BF16 rows, or next fp32 row, are in flight meanwhile); the
+// slot is refilled after the body, so the body may reread the row's raw bits from `raw` (unit u at
+// raw[u * kThreads]).
+template <int kDim, int kUnits, typename Body>
+__device__ void for_each_input_row(int64_t n, const DeviceRows& input, InputRing<kUnits>& ring,
+                                   const Body& body) {
   const RowLanes<kDim> lanes;
   const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.x / 32;
   const int64_t step = warps * RowLanes<kDim>::kRowsPerWarp;
-  const auto clamp = [n](int64_t row) { return row < n ? row : n - 1; };
   int64_t base = warp * RowLanes<kDim>::kRowsPerWarp;
   if (base >= n) return;  // warp-uniform
-  RawChunk next =
-      fetch_chunk(input.data, input.type, clamp(base + lanes.row_in_warp), kDim, lanes.lane_in_row);
-  for (; base < n; base += step) {
-    const RawChunk current = next;
-    if (base + step < n) {
-      next = fetch_chunk(input.data, input.type, clamp(base + step + lanes.row_in_warp), kDim,
-                         lanes.lane_in_row);
+  const bool bf16 = input.type == RowType::kBf16;
+  const int units = bf16 ? 2 : 4;    // 16-byte units per lane and row
+  const int depth = kUnits / units;  // 1, 2 or 4
+  uint4* const mine = &ring.units[0][threadIdx.x];
+  const size_t element_bytes = bf16 ? 2 : 4;
+  // Copies the lane's chunk of the row group starting at `first` into `slot` (nothing past the end: the
+  // group is then empty, which keeps one group per slot for the wait counts).
+  const auto issue = [&](int64_t first, int slot) {
+    if (first < n) {
+      const int64_t row = first + lanes.row_in_warp < n ? first + lanes.row_in_warp : n - 1;
+      const auto* src = static_cast<const uint8_t*>(input.data) +
+                        static_cast<size_t>(row * kDim + lanes.lane_in_row * kChannels) * element_bytes;
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        if (u < units) cp_async16(mine + (slot * units + u) * kThreads, src + 16 * u);
+      }
     }
+    cp_async_commit();
+  };
+  for (int slot = 0; slot < depth; ++slot) issue(base + slot * step, slot);
+  for (int slot = 0; base < n; base += step) {
+    if (depth == 4) {
+      cp_async_wait<3>();
+    } else if (depth == 2) {
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    const uint4* raw = mine + slot * units * kThreads;
+    RawChunk chunk;
+#pragma unroll
+    for (int u = 0; u < 4; ++u) chunk.q[u] = u < units ? raw[u * kThreads] : make_uint4(0, 0, 0, 0);
     float x[kChannels];
-    unpack_chunk(current, input.type, x);
+    unpack_chunk(chunk, input.type, x);
     const int64_t row = base + lanes.row_in_warp;
-    body(x, clamp(row), row < n, lanes);  // idle groups redo the last row without storing
+    body(x, row < n ? row : n - 1, row < n, lanes, raw);  // idle groups redo the last row without storing
+    issue(base + depth * step, slot);
+    slot = slot + 1 == depth ? 0 : slot + 1;
   }
+  cp_async_wait<0>();
 }
 
 template <int kDim, bool kFaithful, int kMinCtas>
@@ -574,16 +795,20 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
     window_write_kernel(WindowWriteArgs a, unsigned ablate) {
   constexpr int kLanes = RowLanes<kDim>::kLanes;
   __shared__ RopeTables<kDim> tables;
+  __shared__ InputRing<kRingUnits<kDim>> ring;
+  load_rope_frequencies(a.rope, tables.freqs);
   const size_t record_bytes = kFaithful ? nm::fp8_row_bytes(kDim) : kDim * sizeof(float);
   const int significand_bits = a.kv.type == RowType::kBf16 ? 8 : 24;
   for_each_input_row<kDim>(
-      a.n, a.kv, [&](float(&x)[kChannels], int64_t row, bool active, const RowLanes<kDim>& lanes) {
+      a.n, a.kv, ring,
+      [&](float(&x)[kChannels], int64_t row, bool active, const RowLanes<kDim>& lanes, const uint4*) {
         const int64_t position = a.start + row;
         if (!(ablate & kAblateNormAndRope)) {
           rms_norm_chunk<kLanes, kFaithful>(x, a.norm_weight, a.eps, kDim, lanes.lane_in_row,
                                             lanes.first_lane, significand_bits, ablate);
           if (!(ablate & kAblateRope)) {
-            rope_chunk<kLanes, kFaithful>(x, position, a.rope, kDim, lanes.lane_in_row, lanes.table(tables));
+            rope_chunk<kLanes, kFaithful>(x, position, a.rope, tables.freqs, kDim, lanes.lane_in_row,
+                                          lanes.table(tables));
           }
         }
         if (a.records != nullptr) {
@@ -606,29 +831,13 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
     compressor_write_kernel(CompressorWriteArgs a, int64_t first, int64_t count) {
   constexpr int kLanes = RowLanes<kDim>::kLanes;
   __shared__ RopeTables<kDim> tables;
+  __shared__ InputRing<kRingUnits<kDim>> ring;
+  load_rope_frequencies(a.rope, tables.freqs);
   // faithful pooled values are BF16-valued (the kernel rounds them)
   const int significand_bits = a.ratio == 1 ? (a.v.type == RowType::kBf16 ? 8 : 24) : (kFaithful ? 8 : 24);
-  for_each_row<kDim>(count, [&](int64_t index, bool active, const RowLanes<kDim>& lanes) {
+  // Entry first + index from its (pooled) latent x: RMSNorm, the latent out, RoPE, the NVFP4 record.
+  const auto finish = [&](float(&x)[kChannels], int64_t index, bool active, const RowLanes<kDim>& lanes) {
     const int64_t entry = first + index;
-    float x[kChannels];
-    if (a.ratio == 1) {
-      load_chunk(a.v.data, a.v.type, entry - a.start, kDim, lanes.lane_in_row, x);
-    } else {
-      const int64_t row0 = 2 * entry - a.start;  // −1: the open group's token, held in `pending`
-      const float* v = static_cast<const float*>(a.v.data);
-      float v0[kChannels], g0[kChannels], v1[kChannels], g1[kChannels];
-      if (row0 < 0) {
-        load_f32_chunk(a.pending, 0, kDim, lanes.lane_in_row, v0);
-        load_f32_chunk(a.pending, 1, kDim, lanes.lane_in_row, g0);
-      } else {
-        load_f32_chunk(v, row0, kDim, lanes.lane_in_row, v0);
-        load_f32_chunk(a.g, row0, kDim, lanes.lane_in_row, g0);
-      }
-      load_f32_chunk(v, row0 + 1, kDim, lanes.lane_in_row, v1);
-      load_f32_chunk(a.g, row0 + 1, kDim, lanes.lane_in_row, g1);
-#pragma unroll
-      for (int i = 0; i < kChannels; ++i) x[i] = pool_pair(v0[i], g0[i], v1[i], g1[i], kFaithful);
-    }
     rms_norm_chunk<kLanes, kFaithful>(x, a.norm_weight, a.eps, kDim, lanes.lane_in_row, lanes.first_lane,
                                       significand_bits);
     if (a.latents != nullptr && active) {
@@ -639,9 +848,40 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
         store_f32_chunk(static_cast<float*>(a.latents) + offset, x);
       }
     }
-    rope_chunk<kLanes, kFaithful>(x, entry * a.ratio, a.rope, kDim, lanes.lane_in_row, lanes.table(tables));
+    rope_chunk<kLanes, kFaithful>(x, entry * a.ratio, a.rope, tables.freqs, kDim, lanes.lane_in_row,
+                                  lanes.table(tables));
     store_record<RecordKind::kEntry, kFaithful>(record_address(a.entries, entry), kDim, lanes.lane_in_row, x,
                                                 active);
+  };
+  if (a.ratio == 1) {  // entry j is token j's row, j − start of the chunk
+    const size_t element_bytes = a.v.type == RowType::kBf16 ? 2 : 4;
+    const DeviceRows rows{
+        static_cast<const uint8_t*>(a.v.data) + static_cast<size_t>((first - a.start) * kDim) * element_bytes,
+        a.v.type};
+    for_each_input_row<kDim>(
+        count, rows, ring,
+        [&](float(&x)[kChannels], int64_t index, bool active, const RowLanes<kDim>& lanes, const uint4*) {
+          finish(x, index, active, lanes);
+        });
+    return;
+  }
+  for_each_row<kDim>(count, [&](int64_t index, bool active, const RowLanes<kDim>& lanes) {
+    const int64_t row0 = 2 * (first + index) - a.start;  // −1: the open group's token, held in `pending`
+    const float* v = static_cast<const float*>(a.v.data);
+    float v0[kChannels], g0[kChannels], v1[kChannels], g1[kChannels];
+    if (row0 < 0) {
+      load_f32_chunk(a.pending, 0, kDim, lanes.lane_in_row, v0);
+      load_f32_chunk(a.pending, 1, kDim, lanes.lane_in_row, g0);
+    } else {
+      load_f32_chunk(v, row0, kDim, lanes.lane_in_row, v0);
+      load_f32_chunk(a.g, row0, kDim, lanes.lane_in_row, g0);
+    }
+    load_f32_chunk(v, row0 + 1, kDim, lanes.lane_in_row, v1);
+    load_f32_chunk(a.g, row0 + 1, kDim, lanes.lane_in_row, g1);
+    float x[kChannels];
+#pragma unroll
+    for (int i = 0; i < kChannels; ++i) x[i] = pool_pair(v0[i], g0[i], v1[i], g1[i], kFaithful);
+    finish(x, index, active, lanes);
   });
 }
 
@@ -649,13 +889,16 @@ template <int kDim, bool kFaithful, int kMinCtas>
 __global__ void __launch_bounds__(kThreads, kMinCtas) index_key_write_kernel(IndexKeyWriteArgs a) {
   constexpr int kLanes = RowLanes<kDim>::kLanes;
   __shared__ RopeTables<kDim> tables;
+  __shared__ InputRing<kRingUnits<kDim>> ring;
+  load_rope_frequencies(a.rope, tables.freqs);
   const int significand_bits = a.keys.type == RowType::kBf16 ? 8 : 24;
   for_each_input_row<kDim>(
-      a.count, a.keys, [&](float(&x)[kChannels], int64_t index, bool active, const RowLanes<kDim>& lanes) {
+      a.count, a.keys, ring,
+      [&](float(&x)[kChannels], int64_t index, bool active, const RowLanes<kDim>& lanes, const uint4*) {
         const int64_t entry = a.first_entry + index;
         rms_norm_chunk<kLanes, kFaithful>(x, a.norm_weight, a.eps, kDim, lanes.lane_in_row, lanes.first_lane,
                                           significand_bits);
-        rope_chunk<kLanes, kFaithful>(x, entry * a.ratio, a.rope, kDim, lanes.lane_in_row,
+        rope_chunk<kLanes, kFaithful>(x, entry * a.ratio, a.rope, tables.freqs, kDim, lanes.lane_in_row,
                                       lanes.table(tables));
         store_record<RecordKind::kKey, kFaithful>(record_address(a.records, entry), kDim, lanes.lane_in_row,
                                                   x, active);
@@ -680,6 +923,10 @@ int resident_ctas(const void* kernel) {
   for (const Entry& e : cache) {
     if (e.kernel == kernel && e.device == device) return e.ctas;
   }
+  // The input rings take 32 KB per CTA: ask for the largest shared-memory carveout, so the register cap
+  // (not the L1 split) decides how many CTAs are resident.
+  FKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                      cudaSharedmemCarveoutMaxShared));
   int sms = 0, per_sm = 0;
   FKV_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   FKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0));
@@ -689,9 +936,12 @@ int resident_ctas(const void* kernel) {
   return ctas;
 }
 
+int g_grid_limit = 0;  // set_grid_limit_for_tests; 0: none
+
 template <typename Kernel>
 int grid_for(Kernel kernel, int64_t rows, int rows_per_warp) {
-  const int64_t resident = resident_ctas(reinterpret_cast<const void*>(kernel));
+  int64_t resident = resident_ctas(reinterpret_cast<const void*>(kernel));
+  if (g_grid_limit > 0 && g_grid_limit < resident) resident = g_grid_limit;
   const int64_t rows_per_cta = static_cast<int64_t>(kThreads / 32) * rows_per_warp;
   const int64_t needed = (rows + rows_per_cta - 1) / rows_per_cta;
   return static_cast<int>(needed < resident ? needed : resident);
@@ -772,6 +1022,10 @@ void write_window_rows(const WindowWriteArgs& args, cudaStream_t stream) {
 
 void set_window_ablation_for_bench(unsigned stages) {
   g_window_ablation = stages;
+}
+
+void set_grid_limit_for_tests(int ctas) {
+  g_grid_limit = ctas;
 }
 
 void write_compressed_entries(const CompressorWriteArgs& args, cudaStream_t stream) {

@@ -110,6 +110,10 @@ void write_window_rows(const WindowWriteArgs& args, cudaStream_t stream);
 // thread-safe.
 void set_window_ablation_for_bench(unsigned stages);
 
+// Diagnostics for tests only: later launches use at most `ctas` CTAs (0: as many as are resident), so every
+// warp walks many rows and the input rings wrap around. Not thread-safe.
+void set_grid_limit_for_tests(int ctas);
+
 // §5.3: the compressor of a KV source over the tokens start … start+n−1 of one sequence. Entry j covers the
 // tokens [j·ratio, (j+1)·ratio); the launch publishes entries first_entry … compressor_last_entry(start, n,
 // ratio) − 1 (first_entry >= floor(start / ratio): the caller's count of published entries, CED publishes

@@ -487,6 +487,27 @@ TEST_CASE("kv_write: compressed entries and index keys equal the CPU engine's", 
   }
 }
 
+TEST_CASE("kv_write: one CTA streams many rows per warp through its input rings", "[gpu][kv_write]") {
+  // With the grid limited to one CTA every warp walks tens of rows, so the cp.async ring slots are refilled
+  // many times (four BF16 rows or two fp32 rows in flight per lane) and the tail rows redo the last one.
+  struct GridLimit {
+    GridLimit() { fc::set_grid_limit_for_tests(1); }
+    ~GridLimit() { fc::set_grid_limit_for_tests(0); }
+  } limit;
+  const bool small = flashkv::test::small_scale();
+  const uint64_t seed = flashkv::test::fresh_seed();
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int64_t> position(0, 1 << 20);
+  const int64_t n = small ? 100 : 1000;
+  for (const fc::KvNumerics numerics : {fc::KvNumerics::kFaithful, fc::KvNumerics::kClean}) {
+    check_window(kV41, n, position(rng), 130, numerics, faithful(numerics), rng());
+    check_window(kV41, n / 3, position(rng), 130, numerics, false, rng());
+    check_window(Shape{128, 32, 1e-6}, n + 3, position(rng), 8, numerics, faithful(numerics), rng());
+    check_compressor(1, kV41, 128, small ? 67 : 301, numerics, rng());
+    check_compressor(2, kV41, 128, small ? 67 : 301, numerics, rng());
+  }
+}
+
 TEST_CASE("kv_write: bad arguments throw before any launch", "[gpu][kv_write]") {
   fc::WindowWriteArgs args;
   args.n = 1;
