@@ -378,25 +378,35 @@ __device__ inline void load_tile(const Layout& s, const KeySource& src, int tile
   }
 }
 
+// prmt.b32 in its generic mode: result byte i is byte (selector nibble i & 7) of {lo, hi}, or, when the
+// nibble's bit 3 is set, that byte's most significant bit replicated over the byte. (Written out: __byte_perm
+// documents only the low three bits of each nibble.)
+__device__ inline uint32_t prmt(uint32_t lo, uint32_t hi, uint32_t selector) {
+  uint32_t r;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(lo), "r"(hi), "r"(selector));
+  return r;
+}
+
 // Eight BF16 values of the E2M1 codes in `codes` (nibble i = channel i) times the BF16 `scale` pair, as four
-// BF16x2 words: the magnitudes come from byte tables through PRMT (4 channels per instruction), the sign bit
-// is moved in, and one BF16x2 multiply per pair applies the scale (exact: at most 6 significant bits).
+// BF16x2 words: the magnitudes' high and low bytes come from byte tables through prmt (4 channels per
+// instruction); the sign bits are spread to the high bytes by one sign-replicating prmt per 4 channels
+// (nibble sign bits 3 and 7 of a byte sit at bit 7 of `codes << 4` and of `codes`); one BF16x2 multiply per
+// pair applies the scale (exact: at most 6 significant bits). Session 3: ~22 instructions per 8 channels (the
+// sign bits moved one at a time took ~43); the words are the same bits, checked for every 16-bit pattern.
 __device__ inline void e2m1x8_to_bf16(uint32_t codes, uint32_t scale_pair, uint32_t (&out)[4]) {
   // BF16 of the E2M1 magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6: low bytes and high bytes, indices 0-3 | 4-7
   constexpr uint32_t kLowA = 0xC0800000u, kLowB = 0xC0804000u;
   constexpr uint32_t kHighA = 0x3F3F3F00u, kHighB = 0x40404040u;
+  const uint32_t magnitudes = codes & 0x77777777u;  // selector nibbles without the mode bit
+  const uint32_t shifted = codes << 4;              // sign of nibble 2j at bit 7 of byte j
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
-    const uint32_t four = (codes >> (16 * half)) & 0xFFFFu;
-    const uint32_t select = four & 0x7777u;  // magnitudes (PRMT reads bit 3 of a selector as a mode bit)
-    const uint32_t low = __byte_perm(kLowA, kLowB, select);
-    const uint32_t high = __byte_perm(kHighA, kHighB, select);
-    uint32_t pair01 = __byte_perm(low, high, 0x5140u);
-    uint32_t pair23 = __byte_perm(low, high, 0x7362u);
-    pair01 |= ((four << 12) & 0x8000u) | ((four << 24) & 0x80000000u);  // signs: nibble bit 3 -> bit 15/31
-    pair23 |= ((four << 4) & 0x8000u) | ((four << 16) & 0x80000000u);
-    out[2 * half] = bf16x2_mul(pair01, scale_pair);
-    out[2 * half + 1] = bf16x2_mul(pair23, scale_pair);
+    const uint32_t select = half == 0 ? magnitudes : magnitudes >> 16;
+    const uint32_t low = prmt(kLowA, kLowB, select);
+    const uint32_t signs = prmt(shifted, codes, half == 0 ? 0xD9C8u : 0xFBEAu);  // 0xFF per negative channel
+    const uint32_t high = prmt(kHighA, kHighB, select) | (signs & 0x80808080u);
+    out[2 * half] = bf16x2_mul(prmt(low, high, 0x5140u), scale_pair);
+    out[2 * half + 1] = bf16x2_mul(prmt(low, high, 0x7362u), scale_pair);
   }
 }
 
