@@ -482,13 +482,14 @@ __device__ uint32_t sampled_lower_key(const T* data, int64_t n, int64_t k) {
   __shared__ uint32_t hist[kDistanceBuckets];
   __shared__ uint32_t shared_lower;
   constexpr int64_t kRuns = kSamples / 32;
+  const int64_t stride = (n - 32) / (kRuns - 1);  // the last run ends at or before n - 1
   for (int b = threadIdx.x; b < kDistanceBuckets; b += kFilterThreads) hist[b] = 0;
   uint32_t keys[kSampleItems];
   uint32_t local_max = 0;
 #pragma unroll
   for (int i = 0; i < kSampleItems; ++i) {
     const int64_t q = threadIdx.x + static_cast<int64_t>(kFilterThreads) * i;
-    const int64_t position = (q >> 5) * (n - 32) / (kRuns - 1) + (q & 31);
+    const int64_t position = (q >> 5) * stride + (q & 31);
     keys[i] = order_key(data[position]);
     local_max = max(local_max, keys[i]);
   }
