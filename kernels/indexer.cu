@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "cuda_check.cuh"
 #include "indexer.cuh"
@@ -25,6 +26,38 @@ namespace nm = flashkv::numeric;
 
 [[noreturn]] void invalid(const char* function, const std::string& message) {
   throw Error(ErrorCode::kInvalidArgument, std::string(function) + ": " + message);
+}
+
+// ---- programmatic dependent launch (sm_90) -------------------------------------------------------------
+//
+// The three kernels of a tensor-core call (preparation, scores, exact fallback) are chained so that each
+// one's launch overlaps the previous one's run: a kernel started by launch_after_previous may run while
+// the previous kernel of the stream still runs (once every CTA of that one called allow_next_grid, so no
+// CTA of it still waits for an SM), and calls wait_for_previous_grid before it reads that kernel's
+// results or, for the last of the chain, before it may exit (the stream's next work then sees the whole
+// chain complete). Both are no-ops for kernels launched the ordinary way.
+
+__device__ inline void wait_for_previous_grid() {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+}
+__device__ inline void allow_next_grid() {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
+template <class... Params, class... Args>
+void launch_after_previous(void (*kernel)(Params...), dim3 grid, unsigned threads, size_t smem,
+                           cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = dim3(threads);
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  FKV_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
 }
 
 // ---- exact scoring ------------------------------------------------------------------------------------
@@ -69,6 +102,7 @@ __device__ inline void decode_key(const uint8_t* keys, IndexKeyFormat format, in
 __global__ void __launch_bounds__(kScoreThreads) exact_scores_kernel(IndexScoringArgs args, const int* skip) {
   extern __shared__ float shared[];
   const int64_t row = blockIdx.y;
+  wait_for_previous_grid();  // as the fallback: the scores kernel (and the preparation before it) done
   if (skip != nullptr && skip[row] != 0) return;
   const int heads = args.heads, dim = args.dim;
   float* query = shared;                 // heads * dim
@@ -135,6 +169,10 @@ void launch_exact_scores(const IndexScoringArgs& args, const int* skip, cudaStre
                               ? kFallbackCtasPerRow
                               : std::max<int64_t>(1, 4 * sm_count() / std::max<int64_t>(args.n, 1));
   const dim3 grid(static_cast<unsigned>(std::min(tiles, per_row)), static_cast<unsigned>(args.n));
+  if (skip != nullptr) {
+    launch_after_previous(exact_scores_kernel, grid, kScoreThreads, smem, stream, args, skip);
+    return;
+  }
   exact_scores_kernel<<<grid, kScoreThreads, smem, stream>>>(args, skip);
   FKV_CUDA_CHECK_LAUNCH();
 }
@@ -274,13 +312,25 @@ __global__ void __launch_bounds__(kPrepareThreads)
   __shared__ int8_t doubled_values[kMaxFastHeads * kFastDim];
   const int64_t row = blockIdx.x;
   const int lane = threadIdx.x & 31;
+  allow_next_grid();  // the scores kernel may start its key loads (it waits for this grid's results)
   if (threadIdx.x == 0) {
     all_exact = 1;
     max_span = 0;
   }
   __syncthreads();
-  for (int slot = threadIdx.x >> 5; slot < heads * kFastBlocks; slot += kPrepareThreads / 32) {
-    const float x = queries[(row * heads) * kFastDim + slot * 32 + lane];  // slot = head * 4 + block
+  // All of a warp's loads first (one memory latency, not one per slot): slot = head * 4 + block.
+  constexpr int kWarps = kPrepareThreads / 32, kSlotsPerWarp = kMaxFastHeads * kFastBlocks / kWarps;
+  float loaded[kSlotsPerWarp];
+#pragma unroll
+  for (int i = 0; i < kSlotsPerWarp; ++i) {
+    const int slot = (threadIdx.x >> 5) + i * kWarps;
+    loaded[i] = slot < heads * kFastBlocks ? queries[(row * heads) * kFastDim + slot * 32 + lane] : 0.0f;
+  }
+#pragma unroll
+  for (int i = 0; i < kSlotsPerWarp; ++i) {
+    const int slot = (threadIdx.x >> 5) + i * kWarps;
+    if (slot >= heads * kFastBlocks) break;
+    const float x = loaded[i];
     float amax = nm::amax_update(0.0f, x);
 #pragma unroll
     for (int offset = 16; offset > 0; offset >>= 1)
@@ -726,6 +776,17 @@ __global__ void __launch_bounds__(kFastThreads, 4) fast_scores_kernel(const __gr
   __shared__ int64_t row_visible[kFastRows];
   const int64_t row0 = static_cast<int64_t>(blockIdx.y) * rows_cta;
   const int rows = static_cast<int>(min(static_cast<int64_t>(rows_cta), a.n - row0));
+  const int64_t tiles = (a.count + kFastTileEntries - 1) / kFastTileEntries;
+  // Prologue: the first kFastStages - 1 tiles of this CTA in flight (keys are inputs, not the preparation
+  // kernel's results, so this overlaps its run), then the prepared queries.
+#pragma unroll
+  for (int s = 0; s < kFastStages - 1; ++s) {
+    const int64_t tile = blockIdx.x + static_cast<int64_t>(s) * gridDim.x;
+    if (tile < tiles) load_tile(a, tile, stages + s * kFastTileBytes);
+    cp_async_commit();
+  }
+  wait_for_previous_grid();
+  allow_next_grid();  // the exact fallback kernel may start (it waits for this grid to finish)
   // Fragment order: slot ((r·heads/8 + j)·4 + k)·32 + lane holds head j·8 + lane/4, channels
   // (lane%4)·32 + k·8 .. + 8 (the k order of narrow_key_fragments).
   for (int i = threadIdx.x; i < rows * per_row / 8; i += kFastThreads) {
@@ -747,14 +808,6 @@ __global__ void __launch_bounds__(kFastThreads, 4) fast_scores_kernel(const __gr
     row_span[threadIdx.x] = a.queries.span[row0 + threadIdx.x];
     row_range[threadIdx.x] = a.queries.key_range[row0 + threadIdx.x];
     row_visible[threadIdx.x] = a.visible[row0 + threadIdx.x];
-  }
-  const int64_t tiles = (a.count + kFastTileEntries - 1) / kFastTileEntries;
-  // Prologue: the first kFastStages - 1 tiles of this CTA in flight.
-#pragma unroll
-  for (int s = 0; s < kFastStages - 1; ++s) {
-    const int64_t tile = blockIdx.x + static_cast<int64_t>(s) * gridDim.x;
-    if (tile < tiles) load_tile(a, tile, stages + s * kFastTileBytes);
-    cp_async_commit();
   }
   int stage = 0;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
@@ -869,8 +922,7 @@ void launch_fast_scores(const IndexScoringArgs& args, void* workspace, cudaStrea
   const dim3 grid(static_cast<unsigned>(std::min(tiles, per_group)), static_cast<unsigned>(row_groups));
   FastArgs fast{args.keys,  args.key_count, args.head_weights, args.n_visible, args.n,
                 args.heads, prepared,       args.scores,       rows_per_cta};
-  kernel<<<grid, kFastThreads, smem, stream>>>(fast);
-  FKV_CUDA_CHECK_LAUNCH();
+  launch_after_previous(kernel, grid, kFastThreads, smem, stream, fast);
   launch_exact_scores(args, prepared.fast, stream);  // rows whose queries are not MXFP4-exact
 }
 
