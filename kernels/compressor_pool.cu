@@ -54,7 +54,6 @@ __global__ void __launch_bounds__(kThreads) compressor_pool_kernel(CompressorPoo
 
 void compressor_pool(const CompressorPoolArgs& args, cudaStream_t stream) {
   if (args.groups <= 0 || args.dim <= 0) return;
-  FKV_CUDA_CHECK(cudaMemsetAsync(args.group_flags, 0, static_cast<size_t>(args.groups), stream));
   const int64_t blocks = (args.groups * args.dim + kThreads - 1) / kThreads;
   compressor_pool_kernel<<<static_cast<unsigned>(std::min(blocks, kMaxGrid)), kThreads, 0, stream>>>(args);
   FKV_CUDA_CHECK_LAUNCH();

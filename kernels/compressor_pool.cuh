@@ -8,8 +8,8 @@
 // non-finite value (NaN payloads, all-−∞ gates) gets group_flags[j] = 1 and its row is then unspecified: the
 // caller recomputes it on the CPU.
 //
-// Contract: device pointers; v, g [groups·ratio, dim] fp32; pooled [groups, dim]; group_flags [groups] (the
-// launcher zeroes it). ratio >= 1, dim >= 1. Enqueued on `stream`; no synchronization. Errors: a failed
+// Contract: device pointers; v, g [groups·ratio, dim] fp32; pooled [groups, dim]; group_flags [groups],
+// zeroed by the caller. ratio >= 1, dim >= 1. Enqueued on `stream`; no synchronization. Errors: a failed
 // launch throws flashkv::Error(kDevice). Threading: no state.
 #pragma once
 

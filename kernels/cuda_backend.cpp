@@ -16,6 +16,7 @@
 #include "indexer.cuh"
 #include "kv_quant.cuh"
 #include "kv_record_v4.cuh"
+#include "rms_norm.cuh"
 #include "rope.cuh"
 #include "sparse_attention.cuh"
 #include "topk.cuh"
@@ -254,37 +255,120 @@ void CudaBackend::sparse_attention(const backend::SparseAttention& p, backend::M
 // ---- KV write path (wire) ----
 namespace {
 
-bool kv_quant_fits(backend::RecordFormat format, int64_t channels) {
-  const int64_t block =
-      format == backend::RecordFormat::kNvfp4 ? numeric::kNvfp4Block : numeric::kFp8RowBlock;
-  const bool quantized = format == backend::RecordFormat::kFp8 || format == backend::RecordFormat::kNvfp4 ||
-                         format == backend::RecordFormat::kMxfp4;
-  return quantized && channels > 0 && channels % block == 0 && channels <= kMaxKvChannels;
+void synchronize() {
+  FKV_CUDA_CHECK(cudaStreamSynchronize(stream()));
 }
 
-// The kv_quant.cuh launchers of one record format.
-void quantize_on_device(backend::RecordFormat format, const float* rows, int64_t n, int channels,
-                        uint8_t* records) {
-  switch (format) {
-    case backend::RecordFormat::kFp8:
-      return quantize_fp8_rows(rows, n, channels, records, stream());
-    case backend::RecordFormat::kNvfp4:
-      return quantize_nvfp4_entries(rows, n, channels, records, stream());
-    default:
-      return quantize_mxfp4_keys(rows, n, channels, records, stream());
+// Rows of one record format and width, encoded and decoded on the device.
+struct RecordCodec {
+  backend::RecordFormat format = backend::RecordFormat::kFp32;
+  int64_t channels = 0;
+  int64_t rope_dim = 0;  // kFp8Bf16Rope's trailing BF16 channels
+
+  // Whether the launchers take this format and width (kv_quant.cuh: a multiple of the block, at most
+  // kMaxKvChannels; every width otherwise).
+  bool on_device() const {
+    switch (format) {
+      case backend::RecordFormat::kFp32:
+        return channels > 0;
+      case backend::RecordFormat::kFp8Bf16Rope:
+        return channels > 0 && channels <= INT_MAX && rope_dim >= 0 && rope_dim <= channels;
+      default: {
+        const int64_t block =
+            format == backend::RecordFormat::kNvfp4 ? numeric::kNvfp4Block : numeric::kFp8RowBlock;
+        return channels > 0 && channels % block == 0 && channels <= kMaxKvChannels;
+      }
+    }
   }
+  size_t row_bytes() const { return backend::record_bytes(format, channels, rope_dim); }
+
+  void encode(const float* rows, int64_t n, uint8_t* records) const {
+    const int c = static_cast<int>(channels);
+    switch (format) {
+      case backend::RecordFormat::kFp32:
+        FKV_CUDA_CHECK(cudaMemcpyAsync(records, rows, static_cast<size_t>(n) * row_bytes(),
+                                       cudaMemcpyDeviceToDevice, stream()));
+        return;
+      case backend::RecordFormat::kFp8:
+        return quantize_fp8_rows(rows, n, c, records, stream());
+      case backend::RecordFormat::kNvfp4:
+        return quantize_nvfp4_entries(rows, n, c, records, stream());
+      case backend::RecordFormat::kMxfp4:
+        return quantize_mxfp4_keys(rows, n, c, records, stream());
+      case backend::RecordFormat::kFp8Bf16Rope:
+        return quantize_v4_records(rows, n, c, static_cast<int>(rope_dim), records, stream());
+    }
+  }
+
+  void decode(const uint8_t* records, int64_t n, float* rows) const {
+    const int c = static_cast<int>(channels);
+    switch (format) {
+      case backend::RecordFormat::kFp32:
+        FKV_CUDA_CHECK(cudaMemcpyAsync(rows, records, static_cast<size_t>(n) * row_bytes(),
+                                       cudaMemcpyDeviceToDevice, stream()));
+        return;
+      case backend::RecordFormat::kFp8:
+        return dequantize_fp8_rows(records, n, c, rows, stream());
+      case backend::RecordFormat::kNvfp4:
+        return dequantize_nvfp4_entries(records, n, c, rows, stream());
+      case backend::RecordFormat::kMxfp4:
+        return dequantize_mxfp4_keys(records, n, c, rows, stream());
+      case backend::RecordFormat::kFp8Bf16Rope:
+        return dequantize_v4_records(records, n, c, static_cast<int>(rope_dim), rows, stream());
+    }
+  }
+
+  // Enqueues the records of n device rows and their download into `records`, and, when `dequantized` has
+  // rows, the decoded values and their download. The caller synchronizes before reading the host buffers.
+  void enqueue(const float* d_rows, int64_t n, std::span<uint8_t> records,
+               backend::Matrix dequantized) const {
+    DeviceArray<uint8_t> d_records(static_cast<size_t>(n) * row_bytes());
+    encode(d_rows, n, d_records.data());
+    download_async(d_records, records.data(), d_records.bytes());
+    if (dequantized.rows == 0) return;
+    DeviceArray<float> d_dequantized(static_cast<size_t>(n * channels));
+    decode(d_records.data(), n, d_dequantized.data());
+    download_async(d_dequantized, dequantized.data, static_cast<size_t>(n * channels));
+  }
+};
+
+bool is_quantized(backend::RecordFormat format) {
+  return format == backend::RecordFormat::kFp8 || format == backend::RecordFormat::kNvfp4 ||
+         format == backend::RecordFormat::kMxfp4;
 }
 
-void dequantize_on_device(backend::RecordFormat format, const uint8_t* records, int64_t n, int channels,
-                          float* rows) {
-  switch (format) {
-    case backend::RecordFormat::kFp8:
-      return dequantize_fp8_rows(records, n, channels, rows, stream());
-    case backend::RecordFormat::kNvfp4:
-      return dequantize_nvfp4_entries(records, n, channels, rows, stream());
-    default:
-      return dequantize_mxfp4_keys(records, n, channels, rows, stream());
-  }
+bool rope_fits(int64_t cols, int64_t heads, const backend::RopeTable& table) {
+  return heads > 0 && cols % heads == 0 && rope_supported(cols / heads, table.rope_dim) &&
+         static_cast<int64_t>(table.freqs.size()) >= table.rope_dim / 2;
+}
+
+// RoPE of n device rows [n, heads·head_dim] in place, with the positions and the table uploaded here; row
+// flags (rope.cuh) into d_flags.
+void enqueue_rope(float* d_rows, int64_t n, int64_t heads, int64_t cols, std::span<const int64_t> positions,
+                  const backend::RopeTable& table, bool inverse, backend::Rounding rounding,
+                  uint8_t* d_flags) {
+  const auto d_positions = upload(positions.data(), static_cast<size_t>(n));
+  const auto d_freqs = upload(table.freqs.data(), static_cast<size_t>(table.rope_dim / 2));
+  RopeRowsArgs args;
+  args.x = d_rows;
+  args.n = n;
+  args.heads = heads;
+  args.head_dim = cols / heads;
+  args.rope_dim = table.rope_dim;
+  args.positions = d_positions.data();
+  args.freqs = d_freqs.data();
+  args.inverse = inverse;
+  args.fp32_angles = table.rounding == backend::Rounding::kFaithful;
+  args.round_bf16 = rounding == backend::Rounding::kFaithful;
+  args.row_flags = d_flags;
+  rope_rows(args, stream());
+}
+
+// n row flags on the device, all 0 (the kernels only ever set flags).
+DeviceArray<uint8_t> zeroed_flags(int64_t n) {
+  DeviceArray<uint8_t> flags(static_cast<size_t>(n));
+  if (n > 0) FKV_CUDA_CHECK(cudaMemsetAsync(flags.data(), 0, flags.bytes(), stream()));
+  return flags;
 }
 
 // Indices of the flagged entries of a flags array downloaded from the device.
@@ -298,115 +382,106 @@ std::vector<int64_t> flagged(const std::vector<uint8_t>& flags) {
 
 }  // namespace
 
-namespace {
-
-// Rows of x into records (record_bytes each) on the device with `encode(d_rows, d_records)`, and, when
-// `dequantized` has rows, the values they decode to with `decode(d_records, d_rows)`.
-template <typename Encode, typename Decode>
-void quantize_through_device(backend::ConstMatrix x, size_t record_bytes, std::span<uint8_t> records,
-                             backend::Matrix dequantized, Encode encode, Decode decode) {
-  const size_t bytes = static_cast<size_t>(x.rows) * record_bytes;
-  const auto d_x = upload(x.data, elements(x));
-  DeviceArray<uint8_t> d_records(bytes);
-  encode(d_x.data(), d_records.data());
-  if (dequantized.rows == 0) {
-    download(d_records, records.data(), bytes);
-    return;
-  }
-  DeviceArray<float> d_dequantized(elements(x));
-  decode(d_records.data(), d_dequantized.data());
-  download_async(d_records, records.data(), bytes);
-  download(d_dequantized, dequantized.data, elements(x));
-}
-
-}  // namespace
-
 void CudaBackend::quantize_rows(backend::ConstMatrix x, backend::RecordFormat format,
                                 std::span<uint8_t> records, backend::Matrix dequantized) const {
-  if (!kv_quant_fits(format, x.cols)) {  // kFp32 (a copy) and unsupported widths stay on the CPU
+  const RecordCodec codec{format, x.cols, 0};
+  if (!is_quantized(format) || !codec.on_device()) {  // kFp32 (a copy) and other widths stay on the CPU
     cpu_->quantize_rows(x, format, records, dequantized);
     return;
   }
   if (x.rows == 0) return;
-  const int channels = static_cast<int>(x.cols);
-  quantize_through_device(
-      x, backend::record_bytes(format, x.cols), records, dequantized,
-      [&](const float* rows, uint8_t* out) { quantize_on_device(format, rows, x.rows, channels, out); },
-      [&](const uint8_t* in, float* rows) { dequantize_on_device(format, in, x.rows, channels, rows); });
+  const auto d_x = upload(x.data, elements(x));
+  codec.enqueue(d_x.data(), x.rows, records, dequantized);
+  synchronize();
 }
 
 void CudaBackend::quantize_rope_rows(backend::ConstMatrix x, int64_t rope_dim, std::span<uint8_t> records,
                                      backend::Matrix dequantized) const {
-  if (x.rows == 0) return;
-  if (x.cols > INT_MAX || rope_dim < 0 || rope_dim > x.cols) {
+  const RecordCodec codec{backend::RecordFormat::kFp8Bf16Rope, x.cols, rope_dim};
+  if (!codec.on_device()) {
     cpu_->quantize_rope_rows(x, rope_dim, records, dequantized);
     return;
   }
-  const int channels = static_cast<int>(x.cols);
-  const int rope = static_cast<int>(rope_dim);
-  quantize_through_device(
-      x, backend::record_bytes(backend::RecordFormat::kFp8Bf16Rope, x.cols, rope_dim), records, dequantized,
-      [&](const float* rows, uint8_t* out) {
-        quantize_v4_records(rows, x.rows, channels, rope, out, stream());
-      },
-      [&](const uint8_t* in, float* rows) {
-        dequantize_v4_records(in, x.rows, channels, rope, rows, stream());
-      });
+  if (x.rows == 0) return;
+  const auto d_x = upload(x.data, elements(x));
+  codec.enqueue(d_x.data(), x.rows, records, dequantized);
+  synchronize();
 }
 
 void CudaBackend::fake_quantize(backend::Matrix x, backend::RecordFormat format) const {
-  if (!kv_quant_fits(format, x.cols)) {  // kFp32 and kFp8Bf16Rope leave x as it is
+  const RecordCodec codec{format, x.cols, 0};
+  if (!is_quantized(format) || !codec.on_device()) {  // kFp32 and kFp8Bf16Rope leave x as it is
     cpu_->fake_quantize(x, format);
     return;
   }
   if (x.rows == 0) return;
   // decode(encode(x)): the host's fakequant_* compute exactly the record's scale and codes, then decode them
-  const int channels = static_cast<int>(x.cols);
   auto d_x = upload(x.data, elements(x));
-  DeviceArray<uint8_t> d_records(static_cast<size_t>(x.rows) * backend::record_bytes(format, x.cols));
-  quantize_on_device(format, d_x.data(), x.rows, channels, d_records.data());
-  dequantize_on_device(format, d_records.data(), x.rows, channels, d_x.data());
+  DeviceArray<uint8_t> d_records(static_cast<size_t>(x.rows) * codec.row_bytes());
+  codec.encode(d_x.data(), x.rows, d_records.data());
+  codec.decode(d_records.data(), x.rows, d_x.data());
   download(d_x, x.data, elements(x));
 }
 
 void CudaBackend::rope(backend::Matrix x, int64_t heads, std::span<const int64_t> positions,
                        const backend::RopeTable& table, bool inverse, backend::Rounding rounding) const {
   if (x.rows == 0) return;
-  const bool fits = heads > 0 && x.cols % heads == 0 && rope_supported(x.cols / heads, table.rope_dim) &&
-                    static_cast<int64_t>(table.freqs.size()) >= table.rope_dim / 2;
-  if (!fits) {
+  if (!rope_fits(x.cols, heads, table)) {
     cpu_->rope(x, heads, positions, table, inverse, rounding);
     return;
   }
   const auto d_x = upload(x.data, elements(x));
-  const auto d_positions = upload(positions.data(), static_cast<size_t>(x.rows));
-  const auto d_freqs = upload(table.freqs.data(), static_cast<size_t>(table.rope_dim / 2));
-  DeviceArray<uint8_t> d_flags(static_cast<size_t>(x.rows));
-  RopeRowsArgs args;
-  args.x = d_x.data();
-  args.n = x.rows;
-  args.heads = heads;
-  args.head_dim = x.cols / heads;
-  args.rope_dim = table.rope_dim;
-  args.positions = d_positions.data();
-  args.freqs = d_freqs.data();
-  args.inverse = inverse;
-  args.fp32_angles = table.rounding == backend::Rounding::kFaithful;
-  args.round_bf16 = rounding == backend::Rounding::kFaithful;
-  args.row_flags = d_flags.data();
-  rope_rows(args, stream());
+  const auto d_flags = zeroed_flags(x.rows);
+  enqueue_rope(d_x.data(), x.rows, heads, x.cols, positions, table, inverse, rounding, d_flags.data());
   std::vector<uint8_t> flags(static_cast<size_t>(x.rows));
   download(d_flags, flags.data(), flags.size());
   // rows whose GPU result is not certified: keep their inputs, recompute them on the CPU
   const std::vector<int64_t> redo = flagged(flags);
-  std::vector<float> inputs(redo.size() * static_cast<size_t>(x.cols));
-  for (size_t i = 0; i < redo.size(); ++i)
-    std::copy_n(x.row(redo[i]), x.cols, inputs.data() + i * static_cast<size_t>(x.cols));
+  const auto cols = static_cast<size_t>(x.cols);
+  std::vector<float> inputs(redo.size() * cols);
+  for (size_t i = 0; i < redo.size(); ++i) std::copy_n(x.row(redo[i]), cols, inputs.data() + i * cols);
   download(d_x, x.data, elements(x));
   for (size_t i = 0; i < redo.size(); ++i) {
-    std::copy_n(inputs.data() + i * static_cast<size_t>(x.cols), x.cols, x.row(redo[i]));
+    std::copy_n(inputs.data() + i * cols, cols, x.row(redo[i]));
     cpu_->rope(backend::Matrix{x.row(redo[i]), 1, x.cols}, heads,
                positions.subspan(static_cast<size_t>(redo[i]), 1), table, inverse, rounding);
+  }
+  recomputed_rows_ += static_cast<int64_t>(redo.size());
+}
+
+void CudaBackend::norm_rope_quantize(backend::ConstMatrix x, std::span<const float> norm_weight, double eps,
+                                     std::span<const int64_t> positions, const backend::RopeTable& table,
+                                     backend::RecordFormat format, int64_t record_rope_dim,
+                                     std::span<uint8_t> records, backend::Matrix dequantized,
+                                     backend::Rounding rounding) const {
+  const RecordCodec codec{format, x.cols, record_rope_dim};
+  if (!codec.on_device() || !rope_fits(x.cols, 1, table)) {
+    cpu_->norm_rope_quantize(x, norm_weight, eps, positions, table, format, record_rope_dim, records,
+                             dequantized, rounding);
+    return;
+  }
+  if (x.rows == 0) return;
+  // the rows cross once: RMSNorm (rms_norm.cuh, exact), RoPE (certified) and the records stay on the device
+  const auto d_x = upload(x.data, elements(x));
+  const auto d_weight = upload(norm_weight.data(), static_cast<size_t>(x.cols));
+  DeviceArray<float> d_rows(elements(x));
+  const auto d_flags = zeroed_flags(x.rows);
+  rms_norm_rows(d_x.data(), x.rows, x.cols, d_weight.data(), eps, rounding == backend::Rounding::kFaithful,
+                d_rows.data(), d_flags.data(), stream());
+  enqueue_rope(d_rows.data(), x.rows, 1, x.cols, positions, table, /*inverse=*/false, rounding,
+               d_flags.data());
+  codec.enqueue(d_rows.data(), x.rows, records, dequantized);
+  std::vector<uint8_t> flags(static_cast<size_t>(x.rows));
+  download(d_flags, flags.data(), flags.size());  // synchronizes the downloads above too
+  // rows with a non-finite norm or an uncertified RoPE: the CPU's records for those
+  const std::vector<int64_t> redo = flagged(flags);
+  const size_t bytes = codec.row_bytes();
+  for (const int64_t r : redo) {
+    const backend::Matrix row_out =
+        dequantized.rows > 0 ? backend::Matrix{dequantized.row(r), 1, x.cols} : backend::Matrix{};
+    cpu_->norm_rope_quantize(backend::ConstMatrix{x.row(r), 1, x.cols}, norm_weight, eps,
+                             positions.subspan(static_cast<size_t>(r), 1), table, format, record_rope_dim,
+                             records.subspan(static_cast<size_t>(r) * bytes, bytes), row_out, rounding);
   }
   recomputed_rows_ += static_cast<int64_t>(redo.size());
 }
@@ -424,7 +499,7 @@ void CudaBackend::compressor_pool(backend::ConstMatrix v, backend::ConstMatrix g
   const auto d_v = upload(v.data, inputs);
   const auto d_g = upload(g.data, inputs);
   DeviceArray<float> d_pooled(static_cast<size_t>(groups * dim));
-  DeviceArray<uint8_t> d_flags(static_cast<size_t>(groups));
+  const auto d_flags = zeroed_flags(groups);
   CompressorPoolArgs args;
   args.v = d_v.data();
   args.g = d_g.data();

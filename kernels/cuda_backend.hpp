@@ -1,16 +1,19 @@
 // CudaBackend — backend::Backend with these operations on the GPU:
-//   - the CSA2 indexer: index_scores, candidate_pool, restrict_to_pool, top_k (kernels/indexer.cuh,
-//   topk.cuh);
+//   - the CSA2 indexer: index_scores, candidate_pool, restrict_to_pool, top_k (indexer.cuh, topk.cuh);
 //   - sparse attention (sparse_attention.cuh; V4.1's faithful shape, the CPU otherwise);
-//   - the KV write path: quantize_rows (FP8 window rows, NVFP4 entries, MXFP4 index keys: kv_quant.cuh),
-//     quantize_rope_rows (V4's FP8+BF16 record: kv_record_v4.cuh), fake_quantize (the same launchers,
-//     encode then decode), rope (rope.cuh, forward and inverse) and compressor_pool (compressor_pool.cuh);
-// and every other operation delegated to a CpuBackend (GEMMs, RMSNorm, mHC, Engram, MoE, routing, the
-// output projection, hadamard_rotate), so the engine runs unchanged on it (lib/runtime calls only the
-// Backend interface). What stays on the CPU inside the GPU operations: kFp32 records (clean mode: a copy),
+//   - the KV write path: norm_rope_quantize (the window rows' RMSNorm, RoPE and records in one call:
+//     rms_norm.cuh, rope.cuh and the record launchers on one device copy of the rows), quantize_rows (FP8
+//     window rows, NVFP4 entries, MXFP4 index keys: kv_quant.cuh), quantize_rope_rows (V4's FP8+BF16
+//     record: kv_record_v4.cuh), fake_quantize (the same launchers, encode then decode), rope (rope.cuh,
+//     forward and inverse) and compressor_pool (compressor_pool.cuh);
+// and every other operation delegated to a CpuBackend (GEMMs, the standalone RMSNorm, mHC, Engram, MoE,
+// routing, the output projection, hadamard_rotate), so the engine runs unchanged on it (lib/runtime calls
+// only the Backend interface). The standalone rms_norm stays on the CPU on purpose: the engine calls it on
+// hidden rows whose copy to the device and back costs more than the CPU's norm while views are on the host.
+// What stays on the CPU inside the GPU operations: quantize_rows of kFp32 records (clean mode: a copy),
 // record widths the launchers do not take (not a multiple of the record's block, > kMaxKvChannels), shapes
 // the sparse attention kernel does not take, and the rare RoPE rows / pooled groups whose GPU value could not
-// be certified equal to the CPU's (below).
+// be certified equal to the CPU's (below) or is not finite (NaN payloads differ between the two).
 //
 // Memory: the Backend contract passes host views; each GPU operation copies its inputs to device memory
 // (stream-ordered allocations on the calling thread's per-thread default stream), runs the kernels and
@@ -66,6 +69,10 @@ class CudaBackend final : public backend::Backend {
   void quantize_rope_rows(backend::ConstMatrix x, int64_t rope_dim, std::span<uint8_t> records,
                           backend::Matrix dequantized) const override;
   void fake_quantize(backend::Matrix x, backend::RecordFormat format) const override;
+  void norm_rope_quantize(backend::ConstMatrix x, std::span<const float> norm_weight, double eps,
+                          std::span<const int64_t> positions, const backend::RopeTable& table,
+                          backend::RecordFormat format, int64_t record_rope_dim, std::span<uint8_t> records,
+                          backend::Matrix dequantized, backend::Rounding rounding) const override;
   void rope(backend::Matrix x, int64_t heads, std::span<const int64_t> positions,
             const backend::RopeTable& table, bool inverse, backend::Rounding rounding) const override;
   void compressor_pool(backend::ConstMatrix v, backend::ConstMatrix g, int64_t ratio, backend::Matrix pooled,

@@ -92,7 +92,6 @@ __global__ void __launch_bounds__(kThreads) rope_rows_kernel(RopeRowsArgs a) {
 
 void rope_rows(const RopeRowsArgs& args, cudaStream_t stream) {
   if (args.n <= 0) return;
-  FKV_CUDA_CHECK(cudaMemsetAsync(args.row_flags, 0, static_cast<size_t>(args.n), stream));
   const size_t shared = static_cast<size_t>(std::max<int64_t>(args.rope_dim, 1)) * sizeof(double);
   const auto grid = static_cast<unsigned>(std::min(args.n, kMaxGrid));
   rope_rows_kernel<<<grid, kThreads, shared, stream>>>(args);

@@ -11,9 +11,10 @@
 // row_flags[r] = 1 and its contents are then unspecified: the caller recomputes it on the CPU.
 //
 // Contract: device pointers; x [n, heads·head_dim] fp32, 8-byte aligned; positions [n]; freqs [rope_dim/2]
-// (RopeTable::freqs); row_flags [n] (the launcher zeroes it). head_dim and rope_dim even, 0 <= rope_dim <=
-// head_dim, rope_dim/2 <= kMaxRopePairs (callers check; rope_supported()). Enqueued on `stream`; no
-// synchronization. Errors: a failed launch throws flashkv::Error(kDevice). Threading: no state.
+// (RopeTable::freqs); row_flags [n], zeroed by the caller (flagged rows are set to 1, others left as they
+// are). head_dim and rope_dim even, 0 <= rope_dim <= head_dim, rope_dim/2 <= kMaxRopePairs (callers check;
+// rope_supported()). Enqueued on `stream`; no synchronization. Errors: a failed launch throws
+// flashkv::Error(kDevice). Threading: no state.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -176,6 +176,15 @@ class Backend {
                                   Matrix dequantized) const = 0;
   // In place: x ← decode(encode(x)) (index queries, §2.2.3).
   virtual void fake_quantize(Matrix x, RecordFormat format) const = 0;
+  // The records of new KV rows (kv_record_write.cpp): rows x [n, dim] through RMSNorm (norm_weight, eps),
+  // RoPE at `positions` (heads = 1, forward) and the quantizer of `format` (record_rope_dim: the trailing
+  // BF16 channels of kFp8Bf16Rope), with the decoded values in `dequantized` when it has rows. Exactly
+  // rms_norm, rope, then quantize_rows / quantize_rope_rows (the CPU backend runs those); one call, so a
+  // device backend moves the rows once (§5.2 window rows). x is not modified.
+  virtual void norm_rope_quantize(ConstMatrix x, std::span<const float> norm_weight, double eps,
+                                  std::span<const int64_t> positions, const RopeTable& table,
+                                  RecordFormat format, int64_t record_rope_dim, std::span<uint8_t> records,
+                                  Matrix dequantized, Rounding rounding) const = 0;
   // V4 (hadamard.cpp), in place on every row of a power-of-two width d: x ← H·x·d^-½ with H the Sylvester
   // Hadamard matrix (H[i][j] = (−1)^popcount(i & j)); the official V4 indexer rotates its keys and queries
   // so before MXFP4. Faithful: BF16.

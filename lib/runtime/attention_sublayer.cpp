@@ -53,15 +53,14 @@ std::vector<float> ForwardPass::attention(const LayerRole& role, ConstMatrix u) 
   }
   backend_.rope(Matrix{q.data(), n, heads * dim}, heads, positions, rope, /*inverse=*/false, model_.rounding);
 
-  // §5.2 window row: quantized after RoPE (FP8 in faithful mode)
-  std::vector<float> kv = gemm(u, w.wkv, OutputCast::kBf16);
-  rms_norm(kv, dim, w.kv_norm);
-  backend_.rope(Matrix{kv.data(), n, dim}, 1, positions, rope, /*inverse=*/false, model_.rounding);
+  // §5.2 window row: RMSNorm, RoPE, then quantized (FP8 in faithful mode), in one backend call
+  const std::vector<float> kv = gemm(u, w.wkv, OutputCast::kBf16);
   const size_t row_bytes = backend::record_bytes(model_.row_format, dim, model_.row_rope_dim);
   std::vector<uint8_t> records(static_cast<size_t>(n) * row_bytes);
   std::vector<float> rows(static_cast<size_t>(n * dim));
-  quantize(ConstMatrix{kv.data(), n, dim}, model_.row_format, model_.row_rope_dim, records,
-           Matrix{rows.data(), n, dim});
+  backend_.norm_rope_quantize(ConstMatrix{kv.data(), n, dim}, w.kv_norm.vector(), config_.rms_norm_eps,
+                              positions, rope, model_.row_format, model_.row_rope_dim, records,
+                              Matrix{rows.data(), n, dim}, model_.rounding);
 
   if (role.ratio > 0) {
     if (role.is_kv_source) publish(role, u);

@@ -272,6 +272,73 @@ TEST_CASE("CudaBackend rope equals the CPU backend bit for bit", "[gpu][backend_
   CHECK(recomputed >= special_rows);
 }
 
+struct WriteCase {
+  RecordFormat format;
+  int64_t dim;
+  int64_t rope_dim;         // RoPE'd trailing channels
+  int64_t record_rope_dim;  // kFp8Bf16Rope's BF16 tail
+  Rounding rounding;
+};
+
+TEST_CASE("CudaBackend norm_rope_quantize equals the CPU backend byte for byte", "[gpu][backend_ops]") {
+  const uint64_t seed = flashkv::test::fresh_seed();
+  std::printf("backend ops norm_rope_quantize: seed %llu\n", static_cast<unsigned long long>(seed));
+  Rng rng(seed);
+  const flashkv::RopeScaling yarn;
+  const int64_t recomputed_before = gpu().recomputed_rows();
+  int64_t special_rows = 0;
+  for (const WriteCase& wc : {WriteCase{RecordFormat::kFp8, 512, 64, 0, Rounding::kFaithful},  // V4.1 window
+                              WriteCase{RecordFormat::kFp8Bf16Rope, 512, 64, 64, Rounding::kFaithful},  // V4
+                              WriteCase{RecordFormat::kMxfp4, 128, 64, 0, Rounding::kFaithful},  // index keys
+                              WriteCase{RecordFormat::kNvfp4, 96, 32, 0, Rounding::kFaithful},
+                              WriteCase{RecordFormat::kFp32, 512, 64, 0, Rounding::kClean},  // clean window
+                              WriteCase{RecordFormat::kFp32, 100, 20, 0, Rounding::kClean},  // d % 8 != 0
+                              WriteCase{RecordFormat::kFp8Bf16Rope, 200, 40, 40, Rounding::kFaithful}}) {
+    const be::RopeTable table = be::make_rope_table(wc.rope_dim, 10000.0, &yarn, wc.rounding);
+    for (const int64_t n : row_counts(wc.dim)) {
+      // full fp32 inputs spanning many binades: the double sum of squares rounds, so its order matters
+      const std::vector<float> x = random_rows(rng, n, wc.dim, rng.integer(0, 1) == 0);
+      std::vector<float> weight(static_cast<size_t>(wc.dim));
+      for (float& w : weight) w = bf16(static_cast<float>(1.0 + 0.3 * rng.normal()));
+      const double eps = rng.integer(0, 1) == 0 ? 1e-6 : 1e-20;
+      std::vector<int64_t> positions(static_cast<size_t>(n));
+      for (int64_t& p : positions) p = rng.integer(0, 1 << 20);
+      std::vector<float> input = x;
+      if (n > 3) {  // a non-finite row (Inf/Inf in the norm): the GPU hands it to the CPU
+        input[static_cast<size_t>(wc.dim + 1)] = kInf;
+        ++special_rows;
+      }
+      const std::vector<float> input_before = input;
+      const size_t bytes = static_cast<size_t>(n) * be::record_bytes(wc.format, wc.dim, wc.record_rope_dim);
+      for (const bool with_rows : {false, true}) {
+        std::vector<uint8_t> want(bytes, 0xA5), got(bytes, 0x5A);
+        std::vector<float> want_rows(static_cast<size_t>(n * wc.dim)), got_rows(want_rows.size());
+        poison(want_rows);
+        poison(got_rows);
+        const be::Matrix want_out = with_rows ? be::Matrix{want_rows.data(), n, wc.dim} : be::Matrix{};
+        const be::Matrix got_out = with_rows ? be::Matrix{got_rows.data(), n, wc.dim} : be::Matrix{};
+        const be::ConstMatrix in{input.data(), n, wc.dim};
+        cpu().norm_rope_quantize(in, weight, eps, positions, table, wc.format, wc.record_rope_dim, want,
+                                 want_out, wc.rounding);
+        gpu().norm_rope_quantize(in, weight, eps, positions, table, wc.format, wc.record_rope_dim, got,
+                                 got_out, wc.rounding);
+        const std::string what = std::string(format_name(wc.format)) + " dim " + std::to_string(wc.dim) +
+                                 " rows " + std::to_string(n) + (with_rows ? " +dequantized" : "");
+        require_same_bytes(want, got, what);
+        require_same_floats(want_rows, got_rows, what);
+        const bool input_kept =
+            std::memcmp(input.data(), input_before.data(), input.size() * sizeof(float)) == 0;
+        REQUIRE(input_kept);
+      }
+      if (n > 3) special_rows += 1;  // the second call (with_rows) recomputes it again
+    }
+  }
+  const int64_t recomputed = gpu().recomputed_rows() - recomputed_before;
+  std::printf("backend ops norm_rope_quantize: %lld rows recomputed on the CPU (%lld with Inf)\n",
+              static_cast<long long>(recomputed), static_cast<long long>(special_rows));
+  CHECK(recomputed >= special_rows);
+}
+
 TEST_CASE("CudaBackend compressor_pool equals the CPU backend bit for bit", "[gpu][backend_ops]") {
   const uint64_t seed = flashkv::test::fresh_seed();
   std::printf("backend ops compressor_pool: seed %llu\n", static_cast<unsigned long long>(seed));

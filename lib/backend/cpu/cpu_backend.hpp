@@ -1,9 +1,9 @@
 // CpuBackend — the CPU implementation of backend::Backend. Each group of operations is defined in the file
 // named after its mechanism (gemm.cpp, rmsnorm.cpp, rope.cpp, kv_quant.cpp, hadamard.cpp, mhc.cpp,
-// mhc_head.cpp, engram.cpp, compressor.cpp, indexer.cpp, candidate_pool.cpp, topk.cpp, sparse_attention.cpp,
-// output_projection.cpp, router.cpp, moe.cpp). Reductions run in double and results are rounded once (see
-// backend.hpp "Numerics"); work is split over the thread pool where it pays (GEMMs, experts, attention and
-// scoring rows).
+// mhc_head.cpp, engram.cpp, compressor.cpp, kv_record_write.cpp, indexer.cpp, candidate_pool.cpp, topk.cpp,
+// sparse_attention.cpp, output_projection.cpp, router.cpp, moe.cpp). Reductions run in double and results are
+// rounded once (see backend.hpp "Numerics"); work is split over the thread pool where it pays (GEMMs,
+// experts, attention and scoring rows).
 #pragma once
 
 #include "backend/backend.hpp"
@@ -28,6 +28,10 @@ class CpuBackend final : public Backend {
   void quantize_rope_rows(ConstMatrix x, int64_t rope_dim, std::span<uint8_t> records,
                           Matrix dequantized) const override;
   void fake_quantize(Matrix x, RecordFormat format) const override;
+  void norm_rope_quantize(ConstMatrix x, std::span<const float> norm_weight, double eps,
+                          std::span<const int64_t> positions, const RopeTable& table, RecordFormat format,
+                          int64_t record_rope_dim, std::span<uint8_t> records, Matrix dequantized,
+                          Rounding rounding) const override;
   void hadamard_rotate(Matrix x, Rounding rounding) const override;
   void hc_mixer(ConstMatrix streams, const MixerWeights& weights, const MixerShape& shape, Matrix pre,
                 Matrix post, Matrix comb, Rounding rounding) const override;
