@@ -351,18 +351,22 @@ __device__ inline float e4m3_value(uint8_t code) {
 // Nothing here consumes a loaded value, so all of a thread's record reads are in flight together: round 4's
 // ncu/SASS reading found the scale decoded right after its load inside each chunk's branch, which made the
 // 8 loads of a 64-key tile 8 memory latencies in a row (~7K cycles per tile, the whole per-tile time).
-template <int kKeys>
-__device__ inline void load_tile(const Layout& s, const KeySource& src, int tile, TileRecords<kKeys>& r) {
+// kFormat as in store_chunks (0 both kinds, 1 window rows only, 2 entries only): the key's kind is uniform
+// per warp (a warp reads one key per chunk step), but with both kinds possible the compiler issues both
+// address paths predicated; one path per tile halves the load code of the common (entry-only) tiles.
+template <int kKeys, int kFormat>
+__device__ inline void load_chunks(const Layout& s, const KeySource& src, int tile, TileRecords<kKeys>& r) {
 #pragma unroll
   for (int i = 0; i < TileRecords<kKeys>::kChunks; ++i) {
     const int q = static_cast<int>(threadIdx.x) + i * kThreads;
     const int t = tile * kKeys + q / kChunksPerKey;
-    const int chunk = q % kChunksPerKey;
+    const auto chunk = static_cast<uint32_t>(q % kChunksPerKey);
     uint4 codes = make_uint4(0, 0, 0, 0);
     uint32_t scale_code = 0;
     if (t < src.total) {
-      const auto index = static_cast<size_t>(s.keys[t]);
-      if (t < src.window_keys) {
+      // listed indices are non-negative: unsigned arithmetic keeps the address math to one 32x32->64 multiply
+      const auto index = static_cast<size_t>(static_cast<uint32_t>(s.keys[t]));
+      if (kFormat == 1 || (kFormat == 0 && t < src.window_keys)) {
         const uint8_t* record = src.window_records + index * kFp8RecordBytes;
         codes = __ldg(reinterpret_cast<const uint4*>(record + chunk * kChunk));
         scale_code = __ldg(record + kDim + chunk / 2);
@@ -375,6 +379,17 @@ __device__ inline void load_tile(const Layout& s, const KeySource& src, int tile
     }
     r.codes[i] = codes;
     r.scale_code[i] = scale_code;
+  }
+}
+
+template <int kKeys>
+__device__ inline void load_tile(const Layout& s, const KeySource& src, int tile, TileRecords<kKeys>& r) {
+  if (tile * kKeys >= src.window_keys) {
+    load_chunks<kKeys, 2>(s, src, tile, r);
+  } else if ((tile + 1) * kKeys <= src.window_keys) {
+    load_chunks<kKeys, 1>(s, src, tile, r);
+  } else {
+    load_chunks<kKeys, 0>(s, src, tile, r);
   }
 }
 
