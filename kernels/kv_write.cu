@@ -295,19 +295,36 @@ __device__ __noinline__ uint32_t cpu_norm_bf16(float x, float w, double mean_squ
   return nm::bf16_from_float(cpu_norm_value(x, w, mean_square, false));
 }
 
-// Faithful fast path: bf16(fp32(w·(x/root))) is the BF16 rounding of the fp32 estimate RN(RN(w·x)·r), r =
+// Faithful fast path: bf16(fp32(w·(x/root))) is the BF16 rounding of the fp32 estimate RN(w·RN(x·r)), r =
 // RN(1/sqrt(RN(mean_square))) (relative error below 3.5·2^-24, i.e. under 4 fp32 ulps at the estimate; the
 // CPU's double value is within 2^-52 of exact) whenever the estimate is more than kMidpointMargin ulps from a
 // BF16 rounding midpoint (low half 0x8000): then the exact value, the CPU's double and its fp32 rounding all
 // lie strictly on the estimate's side (margin 8: twice the 4.5 ulps the argument needs). The estimate must
-// also lie in [2^-60, 2^126): with r <= 2^60 nothing underflowed on the way (|w·x| >= 2^-120) and nothing
-// overflowed; a NaN r (mean square outside the fp32 range) fails too.
+// also be at least 2^-60: with |w| < 2^60 the product x·r did not underflow (>= 2^-120); a NaN r (mean square
+// outside the fp32 range) fails that too. Nothing overflows: |x|·r <= sqrt(dim)·(1 + 2^-22) < 2^4.6 for any
+// channel of the row (the mean square is at least x²/dim), and the lane's weights are below 2^60
+// (lane_weights_bounded; lanes whose weights are not take the CPU's expression for every channel).
+__device__ float norm_estimate(float x, float w, float inverse_root) {
+  return __fmul_rn(w, __fmul_rn(x, inverse_root));
+}
+
 __device__ bool norm_estimate_declined(float estimate) {
-  const float magnitude = fabsf(estimate);
-  const bool in_range = magnitude >= 0x1p-60f && magnitude < 0x1p126f;
   // ((low half) − (0x8000 − margin)) in the top half of a word: <= 2·margin there iff near the midpoint
   const uint32_t offset = (__float_as_uint(estimate) << 16) - ((0x8000u - kMidpointMargin) << 16);
-  return !in_range || offset <= ((2 * kMidpointMargin) << 16 | 0xffffu);
+  return !(fabsf(estimate) >= 0x1p-60f) || offset <= ((2 * kMidpointMargin) << 16 | 0xffffu);
+}
+
+// Whether this lane's 16 norm weights are finite and below 2^60 in magnitude (once per kernel).
+__device__ bool lane_weights_bounded(const float* weight, int lane_in_row) {
+  const float4* w4 = reinterpret_cast<const float4*>(weight + lane_in_row * kChannels);
+  float largest = 0.0f;
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const float4 w = __ldg(w4 + q);
+    largest = kv_fast::amax_update(kv_fast::amax_update(largest, w.x), w.y);
+    largest = kv_fast::amax_update(kv_fast::amax_update(largest, w.z), w.w);
+  }
+  return largest < 0x1p60f;  // NaN and Inf fail
 }
 
 __device__ uint32_t bf16x2_bits(float lo, float hi) {
@@ -321,8 +338,9 @@ __device__ uint32_t bf16x2_bits(float lo, float hi) {
 // the CPU's, which the margin absorbs), so the CPU's exact sum is formed only for rows where some channel
 // declined it (about one in eight).
 template <int kLanes, bool kFaithful>
-__device__ void rms_norm_chunk(float (&x)[kChannels], const float* weight, double eps, int dim,
-                               int lane_in_row, int first_lane, int significand_bits, unsigned ablate = 0) {
+__device__ void rms_norm_chunk(float (&x)[kChannels], const float* weight, bool weights_bounded, double eps,
+                               int dim, int lane_in_row, int first_lane, int significand_bits,
+                               unsigned ablate = 0) {
   const double any_order = any_order_sum_of_squares<kLanes>(x);
   const float4* w4 = reinterpret_cast<const float4*>(weight + lane_in_row * kChannels);
   if constexpr (!kFaithful) {
@@ -341,7 +359,7 @@ __device__ void rms_norm_chunk(float (&x)[kChannels], const float* weight, doubl
                                    ? __frsqrt_rn(mean_square_f)
                                    : __int_as_float(0x7fffffff);
     uint32_t packed[kChannels / 2];  // BF16 pairs, channel 2k in the low half
-    bool declined = false;
+    bool declined = !weights_bounded;
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
       const float4 w = __ldg(w4 + q);
@@ -349,7 +367,7 @@ __device__ void rms_norm_chunk(float (&x)[kChannels], const float* weight, doubl
       float e[4];
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        e[i] = __fmul_rn(__fmul_rn(ws[i], x[4 * q + i]), inverse_root);
+        e[i] = norm_estimate(x[4 * q + i], ws[i], inverse_root);
         declined |= norm_estimate_declined(e[i]);
       }
       packed[2 * q] = bf16x2_bits(e[0], e[1]);
@@ -363,7 +381,7 @@ __device__ void rms_norm_chunk(float (&x)[kChannels], const float* weight, doubl
 #pragma unroll
         for (int i = 0; i < kChannels; ++i) {
           const float w = __ldg(weight + lane_in_row * kChannels + i);
-          if (norm_estimate_declined(__fmul_rn(__fmul_rn(w, x[i]), inverse_root))) {
+          if (!weights_bounded || norm_estimate_declined(norm_estimate(x[i], w, inverse_root))) {
             const uint32_t bits = cpu_norm_bf16(x[i], w, mean_square);
             packed[i / 2] =
                 i % 2 == 0 ? (packed[i / 2] & 0xffff0000u) | bits : (packed[i / 2] & 0xffffu) | (bits << 16);
@@ -570,24 +588,33 @@ __device__ __noinline__ float cpu_pool_value_faithful(float v0, float g0, float 
   return cpu_pool_value(v0, g0, v1, g1, true);
 }
 
-// Faithful pooled value through an fp32 estimate (v_max + e·v_min)/(1 + e), e = exp(g_min − g_max): its error
-// is below 2^-19·(|v0| + |v1|) (expf within 2 ulp, the fp32 difference of the logits, four roundings; e·|Δg|
-// <= 1/e bounds the effect of the rounded difference), so when it is farther than that (plus an fp32 ulp)
-// from every BF16 rounding midpoint, the exact value, the CPU's double value and its fp32 rounding all round
-// to the same BF16. Otherwise (cancellation, near-midpoints: ~1% of values) the CPU's double expression
-// decides.
+// rcp.approx: within 1 ulp (2^-23 relative) of 1/x over the full range.
+__device__ float reciprocal_approx(float x) {
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+
+// Faithful pooled value through an fp32 estimate (v_max + e·v_min)·rcp(1 + e), e = exp(g_min − g_max), S =
+// |v0| + |v1|. Its error: e is off by at most 2^-22 (expf, 2 ulp) + 2^-25.4 (the fp32 difference of the
+// logits: e·|Δg|·2^-24 with e·|Δg| <= 1/e), and the value moves by at most S per unit of e; the fma adds
+// 2^-24·S; 1 + e, the approximate reciprocal and the product add 2^-24 + 2^-23 + 2^-24 relative, and the
+// CPU's fp32 rounding of its double value half an ulp: in all below 2^-21.5·S + 2^-21.6·|estimate|. When the
+// estimate is farther than 2^-20·S + 2^-21·|estimate| from every BF16 rounding midpoint, the exact value,
+// the CPU's double value and its fp32 rounding all round to the same BF16. Otherwise (cancellation,
+// near-midpoints: about one value in 4000) the CPU's double expression decides.
 __device__ float faithful_pool_value(float v0, float g0, float v1, float g1) {
   const bool first_is_peak = !(g0 < g1);
   const float v_max = first_is_peak ? v0 : v1, v_min = first_is_peak ? v1 : v0;
   const float e = expf(__fsub_rn(first_is_peak ? g1 : g0, first_is_peak ? g0 : g1));
-  const float estimate = __fdiv_rn(__fmaf_rn(e, v_min, v_max), __fadd_rn(1.0f, e));
+  const float estimate = __fmul_rn(__fmaf_rn(e, v_min, v_max), reciprocal_approx(__fadd_rn(1.0f, e)));
   const float magnitude = fabsf(estimate);
-  const float rounded = round_bf16(estimate);
-  const float off = fabsf(__fsub_rn(estimate, rounded));  // exact (Sterbenz)
+  const float rounded = __uint_as_float(bf16x2_bits(estimate, 0.0f) << 16);  // RNE (NaN: declined below)
+  const float off = fabsf(__fsub_rn(estimate, rounded));                     // exact (Sterbenz)
   // half a BF16 ulp at |estimate| (the BF16 significand has 8 bits)
   const float half = __uint_as_float((__float_as_uint(magnitude) & 0x7f800000u) - (8u << 23));
   const float midpoint_distance = fminf(half - off, off + 0.5f * half);
-  const float bound = __fmaf_rn(0x1p-19f, fabsf(v0) + fabsf(v1), 0x1p-22f * magnitude);
+  const float bound = __fmaf_rn(0x1p-20f, fabsf(v0) + fabsf(v1), 0x1p-21f * magnitude);
   if (magnitude >= 0x1p-100f && magnitude < 0x1p100f && midpoint_distance > bound) return rounded;
   return cpu_pool_value_faithful(v0, g0, v1, g1);
 }
@@ -797,6 +824,8 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
   __shared__ RopeTables<kDim> tables;
   __shared__ InputRing<kRingUnits<kDim>> ring;
   load_rope_frequencies(a.rope, tables.freqs);
+  const bool weights_bounded =
+      !kFaithful || lane_weights_bounded(a.norm_weight, RowLanes<kDim>().lane_in_row);
   const size_t record_bytes = kFaithful ? nm::fp8_row_bytes(kDim) : kDim * sizeof(float);
   const int significand_bits = a.kv.type == RowType::kBf16 ? 8 : 24;
   for_each_input_row<kDim>(
@@ -804,7 +833,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
       [&](float(&x)[kChannels], int64_t row, bool active, const RowLanes<kDim>& lanes, const uint4*) {
         const int64_t position = a.start + row;
         if (!(ablate & kAblateNormAndRope)) {
-          rms_norm_chunk<kLanes, kFaithful>(x, a.norm_weight, a.eps, kDim, lanes.lane_in_row,
+          rms_norm_chunk<kLanes, kFaithful>(x, a.norm_weight, weights_bounded, a.eps, kDim, lanes.lane_in_row,
                                             lanes.first_lane, significand_bits, ablate);
           if (!(ablate & kAblateRope)) {
             rope_chunk<kLanes, kFaithful>(x, position, a.rope, tables.freqs, kDim, lanes.lane_in_row,
@@ -833,13 +862,15 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
   __shared__ RopeTables<kDim> tables;
   __shared__ InputRing<kRingUnits<kDim>> ring;
   load_rope_frequencies(a.rope, tables.freqs);
+  const bool weights_bounded =
+      !kFaithful || lane_weights_bounded(a.norm_weight, RowLanes<kDim>().lane_in_row);
   // faithful pooled values are BF16-valued (the kernel rounds them)
   const int significand_bits = a.ratio == 1 ? (a.v.type == RowType::kBf16 ? 8 : 24) : (kFaithful ? 8 : 24);
   // Entry first + index from its (pooled) latent x: RMSNorm, the latent out, RoPE, the NVFP4 record.
   const auto finish = [&](float(&x)[kChannels], int64_t index, bool active, const RowLanes<kDim>& lanes) {
     const int64_t entry = first + index;
-    rms_norm_chunk<kLanes, kFaithful>(x, a.norm_weight, a.eps, kDim, lanes.lane_in_row, lanes.first_lane,
-                                      significand_bits);
+    rms_norm_chunk<kLanes, kFaithful>(x, a.norm_weight, weights_bounded, a.eps, kDim, lanes.lane_in_row,
+                                      lanes.first_lane, significand_bits);
     if (a.latents != nullptr && active) {
       const int64_t offset = index * kDim + lanes.lane_in_row * kChannels;
       if (kFaithful) {
@@ -891,13 +922,15 @@ __global__ void __launch_bounds__(kThreads, kMinCtas) index_key_write_kernel(Ind
   __shared__ RopeTables<kDim> tables;
   __shared__ InputRing<kRingUnits<kDim>> ring;
   load_rope_frequencies(a.rope, tables.freqs);
+  const bool weights_bounded =
+      !kFaithful || lane_weights_bounded(a.norm_weight, RowLanes<kDim>().lane_in_row);
   const int significand_bits = a.keys.type == RowType::kBf16 ? 8 : 24;
   for_each_input_row<kDim>(
       a.count, a.keys, ring,
       [&](float(&x)[kChannels], int64_t index, bool active, const RowLanes<kDim>& lanes, const uint4*) {
         const int64_t entry = a.first_entry + index;
-        rms_norm_chunk<kLanes, kFaithful>(x, a.norm_weight, a.eps, kDim, lanes.lane_in_row, lanes.first_lane,
-                                          significand_bits);
+        rms_norm_chunk<kLanes, kFaithful>(x, a.norm_weight, weights_bounded, a.eps, kDim, lanes.lane_in_row,
+                                          lanes.first_lane, significand_bits);
         rope_chunk<kLanes, kFaithful>(x, entry * a.ratio, a.rope, tables.freqs, kDim, lanes.lane_in_row,
                                       lanes.table(tables));
         store_record<RecordKind::kKey, kFaithful>(record_address(a.records, entry), kDim, lanes.lane_in_row,
