@@ -515,18 +515,20 @@ __device__ void rope_chunk(float (&x)[kChannels], int64_t position, const RopePa
   const int chunk_first = lane_in_row * kChannels;
   const bool owner = chunk_first + kChannels > first_rotated;
   const bool whole_chunks = first_rotated % kChannels == 0;
-  float4* const chunk_in_table = reinterpret_cast<float4*>(table + (chunk_first - first_rotated) / 2);
+  // Pair k of this chunk (channels chunk_first + 2k, +2k+1) at chunk_pairs[k] (both ends are even); an owner
+  // holds rotated pairs from k = skip / 2 on.
+  float2* const chunk_pairs = table + (chunk_first - first_rotated) / 2;
+  const int skip = first_rotated - chunk_first;
   if (owner) {
     if (whole_chunks) {
 #pragma unroll
       for (int q = 0; q < 4; ++q)
-        chunk_in_table[q] = make_float4(x[4 * q], x[4 * q + 1], x[4 * q + 2], x[4 * q + 3]);
+        reinterpret_cast<float4*>(chunk_pairs)[q] =
+            make_float4(x[4 * q], x[4 * q + 1], x[4 * q + 2], x[4 * q + 3]);
     } else {
 #pragma unroll
       for (int k = 0; k < kChannels / 2; ++k) {
-        const int channel = chunk_first + 2 * k;
-        if (channel >= first_rotated)
-          table[(channel - first_rotated) / 2] = make_float2(x[2 * k], x[2 * k + 1]);
+        if (2 * k >= skip) chunk_pairs[k] = make_float2(x[2 * k], x[2 * k + 1]);
       }
     }
   }
@@ -540,15 +542,14 @@ __device__ void rope_chunk(float (&x)[kChannels], int64_t position, const RopePa
     if (whole_chunks) {
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
-        const float4 v = chunk_in_table[q];
+        const float4 v = reinterpret_cast<const float4*>(chunk_pairs)[q];
         x[4 * q] = v.x, x[4 * q + 1] = v.y, x[4 * q + 2] = v.z, x[4 * q + 3] = v.w;
       }
     } else {
 #pragma unroll
       for (int k = 0; k < kChannels / 2; ++k) {
-        const int channel = chunk_first + 2 * k;
-        if (channel >= first_rotated) {
-          const float2 rotated = table[(channel - first_rotated) / 2];
+        if (2 * k >= skip) {
+          const float2 rotated = chunk_pairs[k];
           x[2 * k] = rotated.x;
           x[2 * k + 1] = rotated.y;
         }
@@ -595,18 +596,27 @@ __device__ float reciprocal_approx(float x) {
   return r;
 }
 
+// exp(x) as __expf computes it (ex2.approx of RN(x·log2 e): 2 + 1.17·|x| ulps), results below 2^-126 flushed
+// to zero (an absolute error below 2^-126).
+__device__ float exp_approx(float x) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(__fmul_rn(x, 1.44269502f)));
+  return r;
+}
+
 // Faithful pooled value through an fp32 estimate (v_max + e·v_min)·rcp(1 + e), e = exp(g_min − g_max), S =
-// |v0| + |v1|. Its error: e is off by at most 2^-22 (expf, 2 ulp) + 2^-25.4 (the fp32 difference of the
-// logits: e·|Δg|·2^-24 with e·|Δg| <= 1/e), and the value moves by at most S per unit of e; the fma adds
-// 2^-24·S; 1 + e, the approximate reciprocal and the product add 2^-24 + 2^-23 + 2^-24 relative, and the
-// CPU's fp32 rounding of its double value half an ulp: in all below 2^-21.5·S + 2^-21.6·|estimate|. When the
-// estimate is farther than 2^-20·S + 2^-21·|estimate| from every BF16 rounding midpoint, the exact value,
-// the CPU's double value and its fp32 rounding all round to the same BF16. Otherwise (cancellation,
-// near-midpoints: about one value in 4000) the CPU's double expression decides.
-__device__ float faithful_pool_value(float v0, float g0, float v1, float g1) {
+// |v0| + |v1|. Its error: e is off by at most 2^-22 (exp_approx: 2 + 1.17·|x| ulps, at most 2^-22 absolute
+// for x <= 0) + 2^-25.4 (the fp32 difference of the logits: e·|Δg|·2^-24 with e·|Δg| <= 1/e), and the value
+// moves by at most S per unit of e; the fma adds 2^-24·S; 1 + e, the approximate reciprocal and the product
+// add 2^-24 + 2^-23 + 2^-24 relative, and the CPU's fp32 rounding of its double value half an ulp: in all
+// below 2^-21.5·S + 2^-21.6·|estimate|. When the estimate is farther than 2^-20·S + 2^-21·|estimate| from
+// every BF16 rounding midpoint, the exact value, the CPU's double value and its fp32 rounding all round to
+// the same BF16, which goes to `pooled`. Otherwise (cancellation, near-midpoints: about one value in 4000) it
+// returns false and the CPU's double expression decides.
+__device__ bool faithful_pool_fast(float v0, float g0, float v1, float g1, float& pooled) {
   const bool first_is_peak = !(g0 < g1);
   const float v_max = first_is_peak ? v0 : v1, v_min = first_is_peak ? v1 : v0;
-  const float e = expf(__fsub_rn(first_is_peak ? g1 : g0, first_is_peak ? g0 : g1));
+  const float e = exp_approx(__fsub_rn(first_is_peak ? g1 : g0, first_is_peak ? g0 : g1));
   const float estimate = __fmul_rn(__fmaf_rn(e, v_min, v_max), reciprocal_approx(__fadd_rn(1.0f, e)));
   const float magnitude = fabsf(estimate);
   const float rounded = __uint_as_float(bf16x2_bits(estimate, 0.0f) << 16);  // RNE (NaN: declined below)
@@ -615,12 +625,46 @@ __device__ float faithful_pool_value(float v0, float g0, float v1, float g1) {
   const float half = __uint_as_float((__float_as_uint(magnitude) & 0x7f800000u) - (8u << 23));
   const float midpoint_distance = fminf(half - off, off + 0.5f * half);
   const float bound = __fmaf_rn(0x1p-20f, fabsf(v0) + fabsf(v1), 0x1p-21f * magnitude);
-  if (magnitude >= 0x1p-100f && magnitude < 0x1p100f && midpoint_distance > bound) return rounded;
-  return cpu_pool_value_faithful(v0, g0, v1, g1);
+  pooled = rounded;
+  return magnitude >= 0x1p-100f && magnitude < 0x1p100f && midpoint_distance > bound;
 }
 
-__device__ float pool_pair(float v0, float g0, float v1, float g1, bool faithful) {
-  return faithful ? faithful_pool_value(v0, g0, v1, g1) : cpu_pool_value(v0, g0, v1, g1, false);
+// The ratio-2 latent chunk of one entry: tokens t0 = 2·entry − start (−1: the open group's token, in
+// `pending`) and t0 + 1, this lane's 16 channels pooled. Faithful channels the fast path declines are pooled
+// by the CPU's expression after the loop, from inputs read again (rare), so the inputs die as they are used.
+template <bool kFaithful>
+__device__ void pool_entry_chunk(const CompressorWriteArgs& a, int64_t t0, int dim, int lane_in_row,
+                                 float (&x)[kChannels]) {
+  const float* v = static_cast<const float*>(a.v.data);
+  const float* v0_row = t0 < 0 ? a.pending : v + t0 * dim;
+  const float* g0_row = t0 < 0 ? a.pending + dim : a.g + t0 * dim;
+  const float* v1_row = v + (t0 + 1) * dim;
+  const float* g1_row = a.g + (t0 + 1) * dim;
+  float v0[kChannels], g0[kChannels], v1[kChannels], g1[kChannels];
+  load_f32_chunk(v0_row, 0, dim, lane_in_row, v0);
+  load_f32_chunk(g0_row, 0, dim, lane_in_row, g0);
+  load_f32_chunk(v1_row, 0, dim, lane_in_row, v1);
+  load_f32_chunk(g1_row, 0, dim, lane_in_row, g1);
+  if constexpr (!kFaithful) {
+#pragma unroll
+    for (int i = 0; i < kChannels; ++i) x[i] = cpu_pool_value(v0[i], g0[i], v1[i], g1[i], false);
+  } else {
+    uint32_t declined = 0;  // bit i: channel i takes the CPU's expression
+#pragma unroll
+    for (int i = 0; i < kChannels; ++i) {
+      if (!faithful_pool_fast(v0[i], g0[i], v1[i], g1[i], x[i])) declined |= 1u << i;
+    }
+    if (declined != 0) {
+      const int c = lane_in_row * kChannels;
+#pragma unroll
+      for (int i = 0; i < kChannels; ++i) {
+        if (declined & (1u << i)) {
+          x[i] = cpu_pool_value_faithful(__ldg(v0_row + c + i), __ldg(g0_row + c + i), __ldg(v1_row + c + i),
+                                         __ldg(g1_row + c + i));
+        }
+      }
+    }
+  }
 }
 
 // ---- record encoders: this lane's 16 channels of one record
@@ -897,21 +941,8 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
     return;
   }
   for_each_row<kDim>(count, [&](int64_t index, bool active, const RowLanes<kDim>& lanes) {
-    const int64_t row0 = 2 * (first + index) - a.start;  // −1: the open group's token, held in `pending`
-    const float* v = static_cast<const float*>(a.v.data);
-    float v0[kChannels], g0[kChannels], v1[kChannels], g1[kChannels];
-    if (row0 < 0) {
-      load_f32_chunk(a.pending, 0, kDim, lanes.lane_in_row, v0);
-      load_f32_chunk(a.pending, 1, kDim, lanes.lane_in_row, g0);
-    } else {
-      load_f32_chunk(v, row0, kDim, lanes.lane_in_row, v0);
-      load_f32_chunk(a.g, row0, kDim, lanes.lane_in_row, g0);
-    }
-    load_f32_chunk(v, row0 + 1, kDim, lanes.lane_in_row, v1);
-    load_f32_chunk(a.g, row0 + 1, kDim, lanes.lane_in_row, g1);
     float x[kChannels];
-#pragma unroll
-    for (int i = 0; i < kChannels; ++i) x[i] = pool_pair(v0[i], g0[i], v1[i], g1[i], kFaithful);
+    pool_entry_chunk<kFaithful>(a, 2 * (first + index) - a.start, kDim, lanes.lane_in_row, x);
     finish(x, index, active, lanes);
   });
 }
