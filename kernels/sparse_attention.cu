@@ -238,12 +238,21 @@ __device__ inline uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
 // keys:   [key_stride] record indices: the row's visible window rows, then its selected entries.
 // counts: window keys, total keys.
 
+// Bytes of the logits area: the fp32 logits; for the pipelined P·V (compact P) at least the compact P plus a
+// second 64-key tile buffer, which go where the logits were.
+__host__ __device__ constexpr int logits_area_bytes(int key_stride, bool compact_p) {
+  const int logits = kHeads * key_stride * 4;
+  const int compact = kHeads * key_stride * 2 + kTileBytes;
+  return compact_p && compact > logits ? compact : logits;
+}
+
 struct Layout {
   uint8_t* tile;
   float* logits;
   int32_t* keys;
   int* counts;
   int key_stride;
+  int prob_row_bytes;  // P row stride: key_stride·4 (in place over the logits) or key_stride·2 (compact)
 };
 
 __device__ inline int logit_column(int h, int t) {
@@ -262,7 +271,7 @@ __device__ inline uint32_t tile_chunk_address(const uint8_t* tile, int key, int 
 }
 
 __device__ inline uint8_t* prob_chunk(const Layout& s, int h, int chunk) {
-  return reinterpret_cast<uint8_t*>(s.logits + static_cast<size_t>(h) * s.key_stride) +
+  return reinterpret_cast<uint8_t*>(s.logits) + static_cast<size_t>(h) * s.prob_row_bytes +
          ((chunk ^ (h & 7)) << 4);
 }
 
@@ -754,24 +763,28 @@ __device__ inline float exp2_approx(float x) {
   return y;
 }
 
-// Each warp takes 8 head rows, two at a time: the two rows' loads, shuffle chains and exps are independent
-// and interleave (round 4: one row at a time, with a global load of the sink per row, took ~5x the
-// instruction count). The sinks of the warp's rows are read once, up front.
+// The rows go in four groups of 16, two rows per warp (the two rows' loads, shuffle chains and exps are
+// independent and interleave; round 4 did one row at a time with a global load of the sink per row, ~5x the
+// instruction count). The sinks of the warp's rows are read once, up front. P of row h goes to prob_chunk:
+// in place over the first half of row h's logits, or compact (row stride key_stride·2 bytes), where group g
+// writes over the logits of rows [8g, 8g + 8) — read by group g/2 at the latest, and all reads of a group are
+// done (CTA barrier) before any of its P is written.
 __device__ void compute_probabilities(const Layout& s, int total, int tiles, const float* sink, float scale) {
   constexpr float kLog2e = 1.4426950408889634f;
   constexpr int kRows = 2;              // rows in flight per warp
   const float scale2 = scale * kLog2e;  // logits in base 2
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
-  const float lane_sink = lane < 8 ? sink[warp * 8 + lane] * kLog2e : 0.0f;
-  for (int first = 0; first < 8; first += kRows) {
+  const auto row_of = [&](int group, int j) { return 16 * group + kRows * warp + j; };
+  const float lane_sink = lane < 8 ? sink[row_of(lane / kRows, lane % kRows)] * kLog2e : 0.0f;
+  for (int group = 0; group < kHeads / 16; ++group) {
     float2 e[kRows][kMaxTiles];
     float peak[kRows], sink2[kRows], sum[kRows];
 #pragma unroll
     for (int j = 0; j < kRows; ++j) {
-      const int h = warp * 8 + first + j;
+      const int h = row_of(group, j);
       const float* row = s.logits + static_cast<size_t>(h) * s.key_stride;
-      sink2[j] = __shfl_sync(0xffffffffu, lane_sink, first + j);
+      sink2[j] = __shfl_sync(0xffffffffu, lane_sink, kRows * group + j);
       peak[j] = sink2[j];
 #pragma unroll
       for (int i = 0; i < kMaxTiles; ++i) {
@@ -808,10 +821,10 @@ __device__ void compute_probabilities(const Layout& s, int total, int tiles, con
 #pragma unroll
       for (int j = 0; j < kRows; ++j) sum[j] += __shfl_xor_sync(0xffffffffu, sum[j], offset);
     }
-    __syncwarp();  // every lane has read the rows before they are overwritten by P
+    __syncthreads();  // the group's logits are read before any P overwrites them
 #pragma unroll
     for (int j = 0; j < kRows; ++j) {
-      const int h = warp * 8 + first + j;
+      const int h = row_of(group, j);
       const float inverse = __frcp_rn(sum[j] + exp2_approx(sink2[j] - peak[j]));
 #pragma unroll
       for (int i = 0; i < kMaxTiles; ++i) {
@@ -899,49 +912,43 @@ __device__ void compute_output_wgmma(const Layout& s, const KeySource& src, int 
   for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
 
   const auto* probs = reinterpret_cast<const uint8_t*>(s.logits);
-  const int row_bytes = s.key_stride * static_cast<int>(sizeof(float));
   TileRecords<kTileKeys> records;
   if (tiles > 0) load_tile(s, src, 0, records);
   for (int tile = 0; tile < tiles; ++tile) {
     store_tile<kTileKeys>(s.tile, src, tile, records);
     __syncthreads();
     if (tile + 1 < tiles) load_tile(s, src, tile + 1, records);
-    issue_pv_wgmma<4>(acc, probs, row_bytes, tile * kTileKeys / 8, smem_address(s.tile), kSlabBytes);
+    issue_pv_wgmma<4>(acc, probs, s.prob_row_bytes, tile * kTileKeys / 8, smem_address(s.tile), kSlabBytes);
     wait_wgmma(acc);
     __syncthreads();  // the tile is free for the next one
   }
   store_output<32>(acc, 16 * (warp & 3), 256 * (warp >> 2), out_row);
 }
 
-// Pipelined wgmma P·V: as compute_output_wgmma on 32-key tiles, dequantizing tile t + 1 while tile t is
-// multiplied.
+// Pipelined wgmma P·V on 64-key tiles in two buffers: the first is the tile area, the second the shared
+// memory past the compact P (the logits are dead by now), so the tile t + 1 is dequantized while tile t is
+// multiplied. `records` arrives holding tile 0 (loaded before the softmax); records then run one tile ahead.
 __device__ void compute_output_pipelined(const Layout& s, const KeySource& src, int tiles, uint16_t* out_row,
-                                         TileRecords<kPipelinedKeys>& even,
-                                         TileRecords<kPipelinedKeys>& odd) {
-  constexpr int kKeys = kPipelinedKeys;
-  constexpr int kBufferBytes = kKeys * kChunksPerKey * 32;
+                                         TileRecords<kTileKeys>& records) {
   const int warp = static_cast<int>(threadIdx.x) / 32;
   float acc[128];
 #pragma unroll
   for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
 
   const auto* probs = reinterpret_cast<const uint8_t*>(s.logits);
-  const int row_bytes = s.key_stride * static_cast<int>(sizeof(float));
-  // `even` / `odd` arrive holding tiles 0 and 1 (loaded before the softmax); as in the logits phase the
-  // records then run two tiles ahead.
-  if (tiles > 0) store_tile<kKeys>(s.tile, src, 0, even);
+  uint8_t* const second = reinterpret_cast<uint8_t*>(s.logits) + kHeads * s.prob_row_bytes;
+  if (tiles > 0) store_tile<kTileKeys>(s.tile, src, 0, records);
+  if (tiles > 1) load_tile(s, src, 1, records);
   __syncthreads();
-  const auto step = [&](int tile, const TileRecords<kKeys>& next, TileRecords<kKeys>& spare) {
-    issue_pv_wgmma<2>(acc, probs, row_bytes, tile * kKeys / 8,
-                      smem_address(s.tile) + static_cast<uint32_t>((tile & 1) * kBufferBytes), kKeys * 128);
-    if (tile + 1 < tiles) store_tile<kKeys>(s.tile + ((tile + 1) & 1) * kBufferBytes, src, tile + 1, next);
-    if (tile + 2 < tiles) load_tile(s, src, tile + 2, spare);
+  for (int tile = 0; tile < tiles; ++tile) {
+    uint8_t* const buffer = (tile & 1) != 0 ? second : s.tile;
+    issue_pv_wgmma<4>(acc, probs, s.prob_row_bytes, tile * kTileKeys / 8, smem_address(buffer), kSlabBytes);
+    if (tile + 1 < tiles) {
+      store_tile<kTileKeys>((tile & 1) != 0 ? s.tile : second, src, tile + 1, records);
+      if (tile + 2 < tiles) load_tile(s, src, tile + 2, records);
+    }
     wait_wgmma(acc);
-    __syncthreads();
-  };
-  for (int tile = 0; tile < tiles; tile += 2) {
-    step(tile, odd, even);
-    if (tile + 1 < tiles) step(tile + 1, even, odd);
+    __syncthreads();  // next buffer complete; this buffer free again
   }
   store_output<32>(acc, 16 * (warp & 3), 256 * (warp >> 2), out_row);
 }
@@ -983,9 +990,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   Layout s;
   s.tile = smem;
   s.logits = reinterpret_cast<float*>(smem + kTileBytes);
-  s.keys = reinterpret_cast<int32_t*>(s.logits + static_cast<size_t>(kHeads) * key_stride);
+  s.keys = reinterpret_cast<int32_t*>(smem + kTileBytes + logits_area_bytes(key_stride, kImpl == 2));
   s.counts = s.keys + key_stride;
   s.key_stride = key_stride;
+  s.prob_row_bytes = key_stride * (kImpl == 2 ? 2 : 4);
 
   const int64_t row = blockIdx.x;
   profile_point(args.profile, 0);
@@ -1003,10 +1011,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   } else {
     compute_logits<kImpl == 1>(s, src, q_row, tiles);
   }
-  TileRecords<kPipelinedKeys> even, odd;  // the pipelined P·V's first two tiles, loaded across the softmax
+  TileRecords<kTileKeys> first;  // the pipelined P·V's first tile, loaded across the softmax
   if constexpr (kImpl == 2) {
-    if (small_tiles > 0) load_tile(s, src, 0, even);
-    if (small_tiles > 1) load_tile(s, src, 1, odd);
+    if (tiles > 0) load_tile(s, src, 0, first);
   }
   profile_point(args.profile, 2);
   compute_probabilities(s, src.total, tiles, args.sink, scale);
@@ -1016,7 +1023,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   } else if constexpr (kImpl == 1) {
     compute_output_wgmma(s, src, tiles, out_row);
   } else {
-    compute_output_pipelined(s, src, small_tiles, out_row, even, odd);
+    compute_output_pipelined(s, src, tiles, out_row, first);
   }
   __syncthreads();
   profile_point(args.profile, 4);
@@ -1052,6 +1059,7 @@ __device__ inline Layout split_layout(uint8_t* smem, const SparseAttentionArgs& 
   s.keys = reinterpret_cast<int32_t*>(smem + kTileBytes + kSplitPairBytes);
   s.counts = s.keys + 2 * key_stride;
   s.key_stride = key_stride;
+  s.prob_row_bytes = kTileKeys * 2;  // (split_output_kernel's own P layout)
   build_key_list(args, blockIdx.x, s.keys + key_stride, s.keys, s.counts);
   return s;
 }
@@ -1182,8 +1190,8 @@ __global__ void split_reduce_kernel(SplitScratch scratch, uint16_t* out) {
       make_uint2(bf16x2_bits(sum.x, sum.y), bf16x2_bits(sum.z, sum.w));
 }
 
-size_t shared_bytes(int key_stride) {
-  return kTileBytes + static_cast<size_t>(kHeads) * key_stride * sizeof(float) +
+size_t shared_bytes(int key_stride, bool compact_p) {
+  return kTileBytes + static_cast<size_t>(logits_area_bytes(key_stride, compact_p)) +
          static_cast<size_t>(key_stride) * sizeof(int32_t) + 2 * sizeof(int);
 }
 
@@ -1198,12 +1206,12 @@ void launch(const SparseAttentionArgs& args, int key_stride, float scale, cudaSt
   if (bit == 0 || (configured_devices.load(std::memory_order_acquire) & bit) == 0) {
     FKV_CUDA_CHECK(cudaFuncSetAttribute(sparse_attention_kernel<kImpl>,
                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(shared_bytes(kSparseAttentionMaxKeys))));
+                                        static_cast<int>(shared_bytes(kSparseAttentionMaxKeys, kImpl == 2))));
     configured_devices.fetch_or(bit, std::memory_order_release);
   }
   sparse_attention_kernel<kImpl>
-      <<<static_cast<unsigned>(args.n), kThreads, shared_bytes(key_stride), stream>>>(args, key_stride,
-                                                                                      scale);
+      <<<static_cast<unsigned>(args.n), kThreads, shared_bytes(key_stride, kImpl == 2), stream>>>(
+          args, key_stride, scale);
   FKV_CUDA_CHECK_LAUNCH();
 }
 
