@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <span>
 #include <vector>
@@ -111,6 +112,8 @@ class ForwardPass {
                                     const std::vector<float>& g_rows);
   void append_entries(const LayerRole& role, OwnerCache& owner, int64_t first, std::vector<float> latents);
   void store_entries(OwnerCache& owner, const std::vector<float>& latents, const std::vector<float>& keys);
+  void store_entries(OwnerCache& owner, const std::vector<float>& latents,
+                     const std::function<void(std::span<uint8_t>)>& write_key_records);
   void record_cache(const LayerRole& role, const OwnerCache& owner);
   // V4 (kv_publish_v4.cpp): the main compressor's entries and the CSA indexer's own keys.
   struct V4Compressor;

@@ -136,18 +136,32 @@ void ForwardPass::append_entries(const LayerRole& role, OwnerCache& owner, int64
   const int64_t count = static_cast<int64_t>(latents.size()) / dim;
   std::vector<int64_t> positions(static_cast<size_t>(count));  // entry j is rotated at j·ratio
   for (int64_t i = 0; i < count; ++i) positions[static_cast<size_t>(i)] = (first + i) * role.ratio;
-  // the index key comes from the un-rotated, un-quantized latent
-  std::vector<float> key = gemm(ConstMatrix{latents.data(), count, dim}, w.indexer_wk, OutputCast::kBf16);
-  rms_norm(key, key_dim, w.indexer_k_norm);
-  backend_.rope(Matrix{key.data(), count, key_dim}, 1, positions, rope, false, model_.rounding);
+  // the index key comes from the un-rotated, un-quantized latent: wk·latent, then RMSNorm, RoPE and its
+  // record in one backend call
+  const std::vector<float> key =
+      gemm(ConstMatrix{latents.data(), count, dim}, w.indexer_wk, OutputCast::kBf16);
   backend_.rope(Matrix{latents.data(), count, dim}, 1, positions, rope, false, model_.rounding);
-  store_entries(owner, latents, key);
+  store_entries(owner, latents, [&](std::span<uint8_t> key_records) {
+    backend_.norm_rope_quantize(ConstMatrix{key.data(), count, key_dim}, w.indexer_k_norm.vector(),
+                                config_.rms_norm_eps, positions, rope, owner.key_format, 0, key_records,
+                                Matrix{}, model_.rounding);
+  });
 }
 
 // Appends the records of `latents` (RoPE'd entries) and `keys` (RoPE'd index keys; none when the owner keeps
 // no keys) to the owner's cache.
 void ForwardPass::store_entries(OwnerCache& owner, const std::vector<float>& latents,
                                 const std::vector<float>& keys) {
+  const int64_t count = static_cast<int64_t>(latents.size()) / owner.entry_dim;
+  store_entries(owner, latents, [&](std::span<uint8_t> key_records) {
+    quantize(ConstMatrix{keys.data(), count, owner.key_dim}, owner.key_format, 0, key_records, Matrix{});
+  });
+}
+
+// The same with the new keys' records written by `write_key_records` (called only when the owner keeps keys,
+// with the span of the new records).
+void ForwardPass::store_entries(OwnerCache& owner, const std::vector<float>& latents,
+                                const std::function<void(std::span<uint8_t>)>& write_key_records) {
   const int64_t count = static_cast<int64_t>(latents.size()) / owner.entry_dim;
   const size_t entry_bytes = owner.entry_rows().row_bytes();
   owner.entries.resize(owner.entries.size() + static_cast<size_t>(count) * entry_bytes);
@@ -156,8 +170,9 @@ void ForwardPass::store_entries(OwnerCache& owner, const std::vector<float>& lat
   if (owner.key_dim > 0) {
     const size_t key_bytes = owner.key_rows().row_bytes();
     owner.keys.resize(owner.keys.size() + static_cast<size_t>(count) * key_bytes);
-    quantize(ConstMatrix{keys.data(), count, owner.key_dim}, owner.key_format, 0,
-             std::span(owner.keys).subspan(static_cast<size_t>(owner.count) * key_bytes), Matrix{});
+    write_key_records(
+        std::span(owner.keys)
+            .subspan(static_cast<size_t>(owner.count) * key_bytes, static_cast<size_t>(count) * key_bytes));
   }
   owner.count += count;
 }
