@@ -55,6 +55,13 @@ struct Rng {
   int64_t integer(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(engine); }
 };
 
+// A generator from a fresh seed, printed so that a failure reproduces.
+Rng seeded_rng(const char* what) {
+  const uint64_t seed = flashkv::test::fresh_seed();
+  std::printf("backend ops %s: seed %llu\n", what, static_cast<unsigned long long>(seed));
+  return Rng(seed);
+}
+
 float bf16(float x) {
   return flashkv::numeric::bf16_to_float(flashkv::numeric::bf16_from_float(x));
 }
@@ -161,9 +168,7 @@ void check_quantize(Rng& rng, RecordFormat format, int64_t dim, int64_t rope_dim
 }
 
 TEST_CASE("CudaBackend quantize_rows equals the CPU backend byte for byte", "[gpu][backend_ops]") {
-  const uint64_t seed = flashkv::test::fresh_seed();
-  std::printf("backend ops quantize_rows: seed %llu\n", static_cast<unsigned long long>(seed));
-  Rng rng(seed);
+  Rng rng = seeded_rng("quantize_rows");
   for (const bool bf16_valued : {true, false}) {
     check_quantize(rng, RecordFormat::kFp8, 512, 0, bf16_valued);    // V4.1 window row, 528 B
     check_quantize(rng, RecordFormat::kFp8, 96, 0, bf16_valued);     // a tiny config's row
@@ -177,9 +182,7 @@ TEST_CASE("CudaBackend quantize_rows equals the CPU backend byte for byte", "[gp
 
 TEST_CASE("CudaBackend quantize_rope_rows (V4 record) equals the CPU backend byte for byte",
           "[gpu][backend_ops]") {
-  const uint64_t seed = flashkv::test::fresh_seed();
-  std::printf("backend ops quantize_rope_rows: seed %llu\n", static_cast<unsigned long long>(seed));
-  Rng rng(seed);
+  Rng rng = seeded_rng("quantize_rope_rows");
   for (const bool bf16_valued : {true, false}) {
     check_quantize(rng, RecordFormat::kFp8Bf16Rope, 512, 64, bf16_valued);  // 584 B
     check_quantize(rng, RecordFormat::kFp8Bf16Rope, 200, 40, bf16_valued);  // partial last scale block
@@ -189,9 +192,7 @@ TEST_CASE("CudaBackend quantize_rope_rows (V4 record) equals the CPU backend byt
 }
 
 TEST_CASE("CudaBackend fake_quantize equals the CPU backend bit for bit", "[gpu][backend_ops]") {
-  const uint64_t seed = flashkv::test::fresh_seed();
-  std::printf("backend ops fake_quantize: seed %llu\n", static_cast<unsigned long long>(seed));
-  Rng rng(seed);
+  Rng rng = seeded_rng("fake_quantize");
   struct Case {
     RecordFormat format;
     int64_t cols;
@@ -222,9 +223,7 @@ struct RopeCase {
 };
 
 TEST_CASE("CudaBackend rope equals the CPU backend bit for bit", "[gpu][backend_ops]") {
-  const uint64_t seed = flashkv::test::fresh_seed();
-  std::printf("backend ops rope: seed %llu\n", static_cast<unsigned long long>(seed));
-  Rng rng(seed);
+  Rng rng = seeded_rng("rope");
   const int64_t recomputed_before = gpu().recomputed_rows();
   int64_t special_rows = 0;
   int64_t rows_checked = 0;
@@ -281,9 +280,7 @@ struct WriteCase {
 };
 
 TEST_CASE("CudaBackend norm_rope_quantize equals the CPU backend byte for byte", "[gpu][backend_ops]") {
-  const uint64_t seed = flashkv::test::fresh_seed();
-  std::printf("backend ops norm_rope_quantize: seed %llu\n", static_cast<unsigned long long>(seed));
-  Rng rng(seed);
+  Rng rng = seeded_rng("norm_rope_quantize");
   const flashkv::RopeScaling yarn;
   const int64_t recomputed_before = gpu().recomputed_rows();
   int64_t special_rows = 0;
@@ -340,9 +337,7 @@ TEST_CASE("CudaBackend norm_rope_quantize equals the CPU backend byte for byte",
 }
 
 TEST_CASE("CudaBackend compressor_pool equals the CPU backend bit for bit", "[gpu][backend_ops]") {
-  const uint64_t seed = flashkv::test::fresh_seed();
-  std::printf("backend ops compressor_pool: seed %llu\n", static_cast<unsigned long long>(seed));
-  Rng rng(seed);
+  Rng rng = seeded_rng("compressor_pool");
   const int64_t recomputed_before = gpu().recomputed_rows();
   int64_t special_groups = 0;
   int64_t groups_checked = 0;
