@@ -43,9 +43,12 @@ __global__ void __launch_bounds__(kThreads) compressor_pool_kernel(CompressorPoo
     // (ratio + 4)·2^-52 relative to Σ|p·v| on each side. (ratio + 8)·2^-49 of magnitude covers both with a
     // factor 4; v_max·2^-1000 covers weights in the subnormal range, where ulps are absolute.
     const double bound = __dmul_rn(static_cast<double>(a.ratio + 8) * 0x1p-49, magnitude) + v_max * 0x1p-1000;
-    if (!float_rounding_is_certain(value, bound)) a.group_flags[j] = 1;  // benign race: every writer stores 1
     float out = __double2float_rn(value);
     if (a.round_bf16) out = numeric::bf16_to_float(numeric::bf16_from_float(out));
+    if (!float_rounding_is_certain(value, bound)) {
+      out = __int_as_float(0x7fffffff);  // the caller's marker: recompute this channel
+      a.group_flags[j] = 1;              // benign race: every writer stores 1
+    }
     a.pooled[e] = out;
   }
 }

@@ -4,9 +4,10 @@
 // sum = Σ_t w_t, value = Σ_t (w_t / sum)·v_t), rounded to fp32, then to BF16 when round_bf16.
 //
 // exp comes from libdevice, which may differ from glibc's in the last double bit, so each value is certified
-// (exact_rounding.cuh) with a bound on its distance to the CPU's double; a group with an uncertain or
-// non-finite value (NaN payloads, all-−∞ gates) gets group_flags[j] = 1 and its row is then unspecified: the
-// caller recomputes it on the CPU.
+// (exact_rounding.cuh) with a bound on its distance to the CPU's double. An uncertain or non-finite value
+// (NaN payloads, all-−∞ gates) is written as NaN and its group gets group_flags[j] = 1: the caller
+// recomputes the NaN channels of flagged groups on the CPU (each channel is an independent computation
+// there).
 //
 // Contract: device pointers; v, g [groups·ratio, dim] fp32; pooled [groups, dim]; group_flags [groups],
 // zeroed by the caller. ratio >= 1, dim >= 1. Enqueued on `stream`; no synchronization. Errors: a failed

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -513,11 +514,20 @@ void CudaBackend::compressor_pool(backend::ConstMatrix v, backend::ConstMatrix g
   std::vector<uint8_t> flags(static_cast<size_t>(groups));
   download_async(d_pooled, pooled.data, static_cast<size_t>(groups * dim));
   download(d_flags, flags.data(), flags.size());
-  const std::vector<int64_t> redo = flagged(flags);  // not certified: the CPU's values for those groups
+  // channels not certified (NaN in a flagged group): the CPU's value, from that channel's column alone
+  const std::vector<int64_t> redo = flagged(flags);
+  std::vector<float> v_column(static_cast<size_t>(ratio)), g_column(v_column.size());
   for (const int64_t j : redo) {
-    cpu_->compressor_pool(backend::ConstMatrix{v.row(j * ratio), ratio, dim},
-                          backend::ConstMatrix{g.row(j * ratio), ratio, dim}, ratio,
-                          backend::Matrix{pooled.row(j), 1, dim}, rounding);
+    for (int64_t c = 0; c < dim; ++c) {
+      if (!std::isnan(pooled.row(j)[c])) continue;
+      for (int64_t t = 0; t < ratio; ++t) {
+        v_column[static_cast<size_t>(t)] = v.row(j * ratio + t)[c];
+        g_column[static_cast<size_t>(t)] = g.row(j * ratio + t)[c];
+      }
+      cpu_->compressor_pool(backend::ConstMatrix{v_column.data(), ratio, 1},
+                            backend::ConstMatrix{g_column.data(), ratio, 1}, ratio,
+                            backend::Matrix{pooled.row(j) + c, 1, 1}, rounding);
+    }
   }
   recomputed_rows_ += static_cast<int64_t>(redo.size());
 }

@@ -25,8 +25,9 @@
 // RoPE and pooling use cos/sin/exp, where libdevice and glibc may differ in the last double bit: their
 // kernels bound that difference and flag a row whose fp32 rounding it could change (exact_rounding.cuh;
 // measured on random data: 0.5% of 64-head RoPE rows in clean mode, 1.8% of pooled groups, mostly at ratio
-// 128: docs/perf-notes/backend-kv-write.md); such rows are recomputed by the CPU backend, so results stay
-// bit-identical (recomputed_rows() counts them).
+// 128: docs/perf-notes/backend-kv-write.md); the CPU backend recomputes such RoPE rows, and the uncertain
+// channels of such groups (each channel of a pooled row is an independent computation), so results stay
+// bit-identical (recomputed_rows() counts the rows and groups).
 //
 // Threading: immutable after construction (but for the recomputed_rows() counter, atomic); concurrent calls
 // from several threads are safe (each thread uses its own default stream, the CPU backend's pool accepts
@@ -79,8 +80,9 @@ class CudaBackend final : public backend::Backend {
             const backend::RopeTable& table, bool inverse, backend::Rounding rounding) const override;
   void compressor_pool(backend::ConstMatrix v, backend::ConstMatrix g, int64_t ratio, backend::Matrix pooled,
                        backend::Rounding rounding) const override;
-  // Rows (RoPE) and groups (pooling) whose GPU values could not be certified equal to the CPU's and were
-  // recomputed on the CPU, since construction (diagnostics for the tests).
+  // Rows (RoPE, norm_rope_quantize) and pooled groups with values the GPU could not certify equal to the
+  // CPU's, which the CPU recomputed (whole rows; a group's uncertain channels), since construction
+  // (diagnostics for the tests).
   int64_t recomputed_rows() const { return recomputed_rows_.load(); }
   // ---- end KV write path ----
 
