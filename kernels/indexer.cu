@@ -243,10 +243,11 @@ constexpr int kNarrowSpan = 3;
 //  - BF16 rounding of a normal float (or zero) in three instructions: with c = ±2^e (sign and exponent
 //    bits of x), fl(x + c·2^16) lies in binade e + 16 whose spacing is BF16's in binade e, and 2^(e+16)
 //    is an even multiple of it, so fl(x + c·2^16) − c·2^16 (exact) is x rounded to nearest-even BF16;
-//  - the head sum in fp32 with Σ|T| beside it: the error of any summation order is below 2^-18·Σ|T|,
-//    so when the fp32 sum is farther than that plus one fp32 spacing from every BF16 midpoint, its
-//    rounding is the exact sum's (the common case); otherwise the warp redoes the tile's terms in double
-//    (exact: see kMaxTermSpread) and rounds that.
+//  - the head sum twice in fp32, rounded down and rounded up (interval arithmetic: the exact sum lies
+//    between the two): the CPU's value bf16(fp32(sum)) is monotone in the sum, so when both bounds round
+//    to the same BF16 value that is it. Sums of BF16 terms of nearby magnitudes are almost always exact
+//    in fp32 (then the bounds are equal, also on a midpoint, where an error bound could not decide);
+//    otherwise the warp redoes the tile's terms in double (exact: see kMaxTermSpread) and rounds that.
 // Preparation derives, per row, the key exponents ek for which every value of the CPU's chain and of
 // the scaled chain is a normal float (or zero); tiles with a key outside take the per-block path.
 constexpr int kAccBias = 0x4B400000;  // 1.5·2^23 as float bits
@@ -709,16 +710,16 @@ __device__ __forceinline__ void narrow_terms(const uint32_t (&a)[2][kFastBlocks]
   }
 }
 
-// Reduces v[0..3] over the four lanes t of a fragment row group; lane t returns the total of v[t].
-template <class T>
-__device__ inline T reduce_to_lane(const T (&v)[4], int t) {
+// Reduces v[0..3] over the four lanes t of a fragment row group with add(a, b); lane t returns the total
+// of v[t].
+template <class T, class Add>
+__device__ inline T reduce_to_lane(const T (&v)[4], int t, Add add) {
   const bool upper = (t & 2) != 0, odd = (t & 1) != 0;
   T keep0 = upper ? v[2] : v[0], keep1 = upper ? v[3] : v[1];
-  keep0 += __shfl_xor_sync(0xFFFFFFFFu, upper ? v[0] : v[2], 2);
-  keep1 += __shfl_xor_sync(0xFFFFFFFFu, upper ? v[1] : v[3], 2);
-  T keep = odd ? keep1 : keep0;
-  keep += __shfl_xor_sync(0xFFFFFFFFu, odd ? keep0 : keep1, 1);
-  return keep;
+  keep0 = add(keep0, __shfl_xor_sync(0xFFFFFFFFu, upper ? v[0] : v[2], 2));
+  keep1 = add(keep1, __shfl_xor_sync(0xFFFFFFFFu, upper ? v[1] : v[3], 2));
+  const T keep = odd ? keep1 : keep0;
+  return add(keep, __shfl_xor_sync(0xFFFFFFFFu, odd ? keep0 : keep1, 1));
 }
 
 // Scores of the warp's 32 entries (from entry0) for one row on the narrow-term path; lane t stores
@@ -728,25 +729,26 @@ __device__ void score_narrow_entries(const FastArgs& a, const uint32_t (&frag_a)
                                      const KeyExponents& k, const uint2* frags, const int4* starts,
                                      const float2* ws, int64_t entry0, int64_t row, int64_t visible) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f}, magnitude[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  // Lower and upper bounds of the head sums (any order; +0 start: an exact zero sum rounds up to +0, the
+  // CPU's sign).
+  float low[4] = {0.0f, 0.0f, 0.0f, 0.0f}, high[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   narrow_terms<kCvt>(frag_a, frags, starts, ws, a.heads, lane, [&](int q, float term) {
-    sum[q] += term;
-    magnitude[q] += fabsf(term);
+    low[q] = __fadd_rd(low[q], term);
+    high[q] = __fadd_ru(high[q], term);
   });
-  const float s = reduce_to_lane(sum, t), m = reduce_to_lane(magnitude, t);
-  // Certain when [s − err − u, s + err + u] (err < 2^-18·m, u one fp32 spacing) holds no BF16 midpoint:
-  // those of s's binade lie 2^(e−8) from the BF16 values there, the one below 2^e lies 2^(e−9) below it.
-  float result = round_bf16_normal(s);
-  const float binade = __uint_as_float(__float_as_uint(s) & 0x7F800000u);  // 2^e (0 below the normals)
-  const float margin = __fmaf_rn(m, 0x1p-18f, binade * 0x1p-23f);
-  const bool certain =
-      m == 0.0f || (margin < binade * 0x1p-9f && fabsf(s - result) + margin < binade * 0x1p-8f);
+  const float s_low = reduce_to_lane(low, t, [](float x, float y) { return __fadd_rd(x, y); });
+  const float s_high = reduce_to_lane(high, t, [](float x, float y) { return __fadd_ru(x, y); });
+  // Monotone rounding: equal roundings of the bounds are the exact sum's. (Below the normal range
+  // round_bf16_normal is the identity; two equal such bounds are the exact sum, a multiple of 2^-133 in
+  // the CPU's scale, which BF16 represents.)
+  float result = round_bf16_normal(s_high);
+  const bool certain = round_bf16_normal(s_low) == result;
   if (__any_sync(0xFFFFFFFFu, !certain)) {
-    // Rare (a sum within ~2^-18 of a midpoint, or exactly on one): the terms again, summed exactly.
+    // Rare (an inexact fp32 sum near a BF16 midpoint): the terms again, summed exactly.
     double exact[4] = {0.0, 0.0, 0.0, 0.0};
     narrow_terms<kCvt>(frag_a, frags, starts, ws, a.heads, lane,
                        [&](int q, float term) { exact[q] += term; });
-    const double total = reduce_to_lane(exact, t);
+    const double total = reduce_to_lane(exact, t, [](double x, double y) { return x + y; });
     if (!certain) result = round_bf16(__double2float_rn(total));
   }
   const int64_t entry = entry0 + g + 8 * t;
