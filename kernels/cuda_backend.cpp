@@ -424,30 +424,69 @@ void CudaBackend::fake_quantize(backend::Matrix x, backend::RecordFormat format)
   download(d_x, x.data, elements(x));
 }
 
+namespace {
+
+// The faithful cast point of the channels RoPE leaves alone (the first `first` of each head): BF16. On
+// BF16-valued inputs, the usual case, it is the identity, which a bit test finds without the arithmetic.
+void round_unrotated_to_bf16(backend::Matrix x, int64_t heads, int64_t head_dim, int64_t first) {
+  for (int64_t r = 0; r < x.rows; ++r) {
+    for (int64_t h = 0; h < heads; ++h) {
+      float* head = x.row(r) + h * head_dim;
+      for (int64_t c = 0; c < first; ++c) {
+        uint32_t bits = 0;
+        std::memcpy(&bits, head + c, sizeof bits);
+        if ((bits & 0xFFFFu) != 0 || std::isnan(head[c])) {
+          head[c] = numeric::bf16_to_float(numeric::bf16_from_float(head[c]));
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
 void CudaBackend::rope(backend::Matrix x, int64_t heads, std::span<const int64_t> positions,
                        const backend::RopeTable& table, bool inverse, backend::Rounding rounding) const {
   if (x.rows == 0) return;
-  if (!rope_fits(x.cols, heads, table)) {
+  if (!rope_fits(x.cols, heads, table) || table.rope_dim == 0) {
     cpu_->rope(x, heads, positions, table, inverse, rounding);
     return;
   }
-  const auto d_x = upload(x.data, elements(x));
-  const auto d_flags = zeroed_flags(x.rows);
-  enqueue_rope(d_x.data(), x.rows, heads, x.cols, positions, table, inverse, rounding, d_flags.data());
-  std::vector<uint8_t> flags(static_cast<size_t>(x.rows));
-  download(d_flags, flags.data(), flags.size());
-  // rows whose GPU result is not certified: keep their inputs, recompute them on the CPU
-  const std::vector<int64_t> redo = flagged(flags);
-  const auto cols = static_cast<size_t>(x.cols);
-  std::vector<float> inputs(redo.size() * cols);
-  for (size_t i = 0; i < redo.size(); ++i) std::copy_n(x.row(redo[i]), cols, inputs.data() + i * cols);
-  download(d_x, x.data, elements(x));
-  for (size_t i = 0; i < redo.size(); ++i) {
-    std::copy_n(inputs.data() + i * cols, cols, x.row(redo[i]));
-    cpu_->rope(backend::Matrix{x.row(redo[i]), 1, x.cols}, heads,
-               positions.subspan(static_cast<size_t>(redo[i]), 1), table, inverse, rounding);
+  // Only the rotated channels cross to the device (64 of V4.1's 512 per head); the others get their cast
+  // point here.
+  const int64_t head_dim = x.cols / heads;
+  const int64_t rope_dim = table.rope_dim;
+  const int64_t first = head_dim - rope_dim;
+  const int64_t row_rotated = heads * rope_dim;
+  std::vector<float> rotated(static_cast<size_t>(x.rows * row_rotated));
+  for (int64_t r = 0; r < x.rows; ++r) {
+    for (int64_t h = 0; h < heads; ++h) {
+      std::copy_n(x.row(r) + h * head_dim + first, rope_dim, rotated.data() + (r * heads + h) * rope_dim);
+    }
   }
-  recomputed_rows_ += static_cast<int64_t>(redo.size());
+  const auto d_rotated = upload(rotated.data(), rotated.size());
+  const auto d_flags = zeroed_flags(x.rows);
+  enqueue_rope(d_rotated.data(), x.rows, heads, row_rotated, positions, table, inverse, rounding,
+               d_flags.data());
+  if (rounding == backend::Rounding::kFaithful) round_unrotated_to_bf16(x, heads, head_dim, first);
+  std::vector<uint8_t> flags(static_cast<size_t>(x.rows));
+  download_async(d_rotated, rotated.data(), rotated.size());
+  download(d_flags, flags.data(), flags.size());
+  int64_t redone = 0;
+  for (int64_t r = 0; r < x.rows; ++r) {
+    if (flags[static_cast<size_t>(r)] != 0) {
+      // not certified: the CPU rotates the row's original channels (its cast point of the others is
+      // idempotent)
+      cpu_->rope(backend::Matrix{x.row(r), 1, x.cols}, heads, positions.subspan(static_cast<size_t>(r), 1),
+                 table, inverse, rounding);
+      ++redone;
+      continue;
+    }
+    for (int64_t h = 0; h < heads; ++h) {
+      std::copy_n(rotated.data() + (r * heads + h) * rope_dim, rope_dim, x.row(r) + h * head_dim + first);
+    }
+  }
+  recomputed_rows_ += redone;
 }
 
 void CudaBackend::norm_rope_quantize(backend::ConstMatrix x, std::span<const float> norm_weight, double eps,

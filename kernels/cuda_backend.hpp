@@ -5,7 +5,8 @@
 //     rms_norm.cuh, rope.cuh and the record launchers on one device copy of the rows), quantize_rows (FP8
 //     window rows, NVFP4 entries, MXFP4 index keys: kv_quant.cuh), quantize_rope_rows (V4's FP8+BF16
 //     record: kv_record_v4.cuh), fake_quantize (the same launchers, encode then decode), rope (rope.cuh,
-//     forward and inverse) and compressor_pool (compressor_pool.cuh);
+//     forward and inverse; only the rotated channels cross to the device, the others' BF16 cast point is
+//     applied on the host) and compressor_pool (compressor_pool.cuh);
 // and every other operation delegated to a CpuBackend (GEMMs, the standalone RMSNorm, mHC, Engram, MoE,
 // routing, the output projection, hadamard_rotate), so the engine runs unchanged on it (lib/runtime calls
 // only the Backend interface). The standalone rms_norm stays on the CPU on purpose: the engine calls it on
