@@ -135,6 +135,11 @@ template <typename T>
 constexpr int passes_for() {
   return sizeof(T) == 2 ? 2 : 3;
 }
+// Low bits that are zero in every key (BF16: the 16 cleared ones).
+template <typename T>
+constexpr int low_bits() {
+  return sizeof(T) == 2 ? 16 : 0;
+}
 
 // Compaction of one tile of kThreads * kItems consecutive entries [base, min(base + tile, end)) in index
 // order. An entry's output slot is (valid entries above T before it) + min(entries equal to T before it,
@@ -287,21 +292,20 @@ __device__ uint32_t rank_bucket(const uint32_t* hist, uint32_t rank) {
 
 // ---- candidates in index order ------------------------------------------------------------------------
 
-// A tile in striped layout (item i of thread t is entry t + kThreads·i of the tile) with a flag per item:
-// fills counts[i·kWarps + w] with the index-order exclusive prefix of the flags of (item i, warp w) and
-// returns the tile's total (also left in counts[kItems·kWarps]). A flagged item's position is then
-// counts[i·kWarps + w] + (flagged lanes below it in ballots[i]). Two barriers; all threads call it.
+// A tile in striped layout (item i of thread t is entry t + kThreads·i of the tile), an item flagged when
+// its key is >= lower: fills counts[i·kWarps + w] with the index-order exclusive prefix of the flags of
+// (item i, warp w) and returns the tile's total (also left in counts[kItems·kWarps]). A flagged item's
+// position is then counts[i·kWarps + w] + (flagged lanes below it: the ballot, recomputed by the caller
+// rather than kept in registers across the barriers). Two barriers; all threads call it.
 template <int kThreads, int kItems>
-__device__ uint32_t tile_positions(const bool (&flags)[kItems], uint32_t (&ballots)[kItems],
-                                   uint32_t* counts) {
+__device__ uint32_t tile_positions(const uint32_t (&keys)[kItems], uint32_t lower, uint32_t* counts) {
   constexpr int kWarps = kThreads / 32;
   constexpr int kPerLane = kItems * kWarps / 32;
   const unsigned warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
 #pragma unroll
   for (int i = 0; i < kItems; ++i) {
-    ballots[i] = __ballot_sync(~0u, flags[i]);
-    if (lane == static_cast<unsigned>(i))
-      counts[i * kWarps + warp] = static_cast<uint32_t>(__popc(ballots[i]));
+    const uint32_t ballot = __ballot_sync(~0u, keys[i] >= lower);
+    if (lane == static_cast<unsigned>(i)) counts[i * kWarps + warp] = static_cast<uint32_t>(__popc(ballot));
   }
   __syncthreads();
   if (warp == 0) {
@@ -332,17 +336,20 @@ __device__ uint32_t tile_positions(const bool (&flags)[kItems], uint32_t (&ballo
 // The top k of `count` candidates (keys and row indices in shared memory, in index order, all valid, all
 // in [base, top]) into out[0, k): radix passes on key − base from the highest set bit of top − base (the
 // candidates sit near the top of the row, so these distances spread over the bins), then the index-order
-// compaction; −1 pads.
-template <int kThreads>
+// compaction; −1 pads. Keys are multiples of 2^kLowBits (BF16: 16), which the distances drop.
+template <int kThreads, int kLowBits>
 __device__ void select_candidates(const uint32_t* keys, const int32_t* indices, uint32_t count, int64_t k,
                                   uint32_t base, uint32_t top, int32_t* out) {
   __shared__ uint32_t hist[kBins];
-  // Taken: (key − base) >> shift above prefix, or equal to it among the first `need` in index order.
+  // Taken: distance >> shift above prefix, or equal to it among the first `need` in index order.
   int shift = 32;
   uint64_t prefix = 0;
   uint32_t need = count;
+  constexpr uint32_t kUnit = (1u << kLowBits) - 1u;
+  base = (base + kUnit) & ~kUnit;  // no overflow: base <= top, a key; the same keys lie at or above it
+  const auto distance = [&](uint32_t key) { return (key - base) >> kLowBits; };
   if (count > k) {
-    shift = top == base ? 0 : 32 - __clz(top - base);
+    shift = top == base ? 0 : 32 - __clz(distance(top));
     need = static_cast<uint32_t>(k);
     while (shift > 0) {
       const int low = max(shift - 11, 0);
@@ -350,7 +357,7 @@ __device__ void select_candidates(const uint32_t* keys, const int32_t* indices, 
       for (int b = threadIdx.x; b < kBins; b += kThreads) hist[b] = 0;
       __syncthreads();
       for (uint32_t i = threadIdx.x; i < count; i += kThreads) {
-        const uint32_t e = keys[i] - base;
+        const uint32_t e = distance(keys[i]);
         if ((static_cast<uint64_t>(e) >> shift) == prefix) atomicAdd(&hist[(e >> low) & mask], 1u);
       }
       __syncthreads();
@@ -369,7 +376,7 @@ __device__ void select_candidates(const uint32_t* keys, const int32_t* indices, 
   __shared__ typename Scan::TempStorage scan_storage;
   const uint32_t per = (count + kThreads - 1) / kThreads;
   const uint32_t first = min(count, threadIdx.x * per), last = min(count, first + per);
-  const auto level = [&](uint32_t i) { return static_cast<uint64_t>(keys[i] - base) >> shift; };
+  const auto level = [&](uint32_t i) { return static_cast<uint64_t>(distance(keys[i])) >> shift; };
   uint32_t packed = 0;
   for (uint32_t i = first; i < last; ++i) {
     const uint64_t q = level(i);
@@ -419,7 +426,9 @@ __global__ void __launch_bounds__(kShortThreads)
     const int64_t e = threadIdx.x + static_cast<int64_t>(kShortThreads) * i;
     keys[i] = e < n ? order_key(data[e]) : 0u;
   }
-  const uint32_t sample = threadIdx.x < samples ? order_key(data[threadIdx.x * n / samples]) : 0u;
+  // Entry floor(t·n / samples), samples being 1024 or n (a shift, not a 64-bit division).
+  const int64_t sampled = n >= kShortThreads ? (threadIdx.x * n) / kShortThreads : threadIdx.x;
+  const uint32_t sample = threadIdx.x < samples ? order_key(data[sampled]) : 0u;
   uint32_t local_max = 0;
 #pragma unroll
   for (int i = 0; i < kShortItems; ++i) local_max = max(local_max, keys[i]);
@@ -432,28 +441,25 @@ __global__ void __launch_bounds__(kShortThreads)
   }
   __syncthreads();
   uint32_t lower = shared_lower;
-  bool flags[kShortItems];
-  uint32_t ballots[kShortItems];
   uint32_t total = 0;
   for (;;) {
-#pragma unroll
-    for (int i = 0; i < kShortItems; ++i) flags[i] = keys[i] >= lower;
-    total = tile_positions<kShortThreads, kShortItems>(flags, ballots, counts);
+    total = tile_positions<kShortThreads, kShortItems>(keys, lower, counts);
     if (static_cast<int64_t>(total) >= k || lower == kLowestValidKey) break;
     lower = kLowestValidKey;  // too few above the guess: every valid entry is a candidate
   }
   const uint32_t lanes_below = (1u << lane) - 1u;
 #pragma unroll
   for (int i = 0; i < kShortItems; ++i) {
-    if (!flags[i]) continue;
+    const uint32_t ballot = __ballot_sync(~0u, keys[i] >= lower);
+    if (keys[i] < lower) continue;
     const uint32_t slot =
-        counts[i * kShortWarps + warp] + static_cast<uint32_t>(__popc(ballots[i] & lanes_below));
+        counts[i * kShortWarps + warp] + static_cast<uint32_t>(__popc(ballot & lanes_below));
     candidate_keys[slot] = keys[i];
     candidate_indices[slot] = static_cast<int32_t>(threadIdx.x + kShortThreads * i);
   }
   __syncthreads();
-  select_candidates<kShortThreads>(candidate_keys, candidate_indices, total, k, lower, max_key,
-                                   out + row * k);
+  select_candidates<kShortThreads, low_bits<T>()>(candidate_keys, candidate_indices, total, k, lower, max_key,
+                                                  out + row * k);
 }
 
 // ---- long rows: a filter pass over chunks, then a per-row selection of the candidates ---------------------
@@ -474,6 +480,28 @@ struct FilterWorkspace {
   uint32_t* counts;  // [rows, chunks] entries >= L per chunk (may exceed kCapacity)
   uint2* kept;       // [rows, chunks, kCapacity] (key, index) of those entries, in index order
 };
+
+// A score whose key is that of −∞ (never a candidate): the padding past the end of a chunk.
+template <typename T>
+__device__ inline T padding_score();
+template <>
+__device__ inline float padding_score<float>() {
+  return -INFINITY;
+}
+template <>
+__device__ inline uint16_t padding_score<uint16_t>() {
+  return 0xFF80u;  // BF16 −∞
+}
+
+// Tile [base, base + kFilterTile) of a chunk ending at `end`, in striped layout, padded past the end.
+template <typename T>
+__device__ inline void load_tile(const T* data, int64_t base, int64_t end, T (&raw)[kFilterItems]) {
+#pragma unroll
+  for (int i = 0; i < kFilterItems; ++i) {
+    const int64_t e = base + threadIdx.x + static_cast<int64_t>(kFilterThreads) * i;
+    raw[i] = e < end ? data[e] : padding_score<T>();
+  }
+}
 
 // L for a row of n > kShortMax entries from kSamples entries in 256 evenly spaced runs; the same in every
 // CTA of the row (same entries, same arithmetic).
@@ -518,10 +546,14 @@ __global__ void __launch_bounds__(kFilterThreads, 2)
   asm volatile("griddepcontrol.launch_dependents;");
   const int64_t row = blockIdx.y;
   const T* data = scores + row * n;
-  const uint32_t lower = sampled_lower_key(data, n, k);
-  if (blockIdx.x == 0 && threadIdx.x == 0) ws.lower[row] = lower;
   const int64_t begin = static_cast<int64_t>(blockIdx.x) * chunk;
   const int64_t end = min(n, begin + chunk);
+  // The first tile's loads go out before the sample is taken (they do not depend on L), each later tile's
+  // while the previous one is compacted: the memory latency is not exposed once per tile.
+  T raw[kFilterItems];
+  load_tile(data, begin, end, raw);
+  const uint32_t lower = sampled_lower_key(data, n, k);
+  if (blockIdx.x == 0 && threadIdx.x == 0) ws.lower[row] = lower;
   uint2* kept = ws.kept + (row * gridDim.x + blockIdx.x) * static_cast<int64_t>(kCapacity);
   const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
   const uint32_t lanes_below = (1u << lane) - 1u;
@@ -529,24 +561,19 @@ __global__ void __launch_bounds__(kFilterThreads, 2)
   int parity = 0;
   for (int64_t base = begin; base < end; base += kFilterTile) {
     uint32_t keys[kFilterItems];
-    bool flags[kFilterItems];
-    uint32_t ballots[kFilterItems];
 #pragma unroll
-    for (int i = 0; i < kFilterItems; ++i) {
-      const int64_t e = base + threadIdx.x + static_cast<int64_t>(kFilterThreads) * i;
-      keys[i] = e < end ? order_key(data[e]) : 0u;
-    }
-#pragma unroll
-    for (int i = 0; i < kFilterItems; ++i) flags[i] = keys[i] >= lower;
+    for (int i = 0; i < kFilterItems; ++i) keys[i] = order_key(raw[i]);
+    if (base + kFilterTile < end) load_tile(data, base + kFilterTile, end, raw);
     // Double-buffered counts: a tile's counts are read after its second barrier, the next tile writes the
     // other buffer, and the one after that passes the next tile's first barrier before writing this one.
     uint32_t* tile_counts = counts[parity];
-    const uint32_t total = tile_positions<kFilterThreads, kFilterItems>(flags, ballots, tile_counts);
+    const uint32_t total = tile_positions<kFilterThreads, kFilterItems>(keys, lower, tile_counts);
 #pragma unroll
     for (int i = 0; i < kFilterItems; ++i) {
-      if (!flags[i]) continue;
+      const uint32_t ballot = __ballot_sync(~0u, keys[i] >= lower);
+      if (keys[i] < lower) continue;
       const uint32_t slot = written + tile_counts[i * kFilterWarps + warp] +
-                            static_cast<uint32_t>(__popc(ballots[i] & lanes_below));
+                            static_cast<uint32_t>(__popc(ballot & lanes_below));
       const int64_t e = base + threadIdx.x + static_cast<int64_t>(kFilterThreads) * i;
       if (slot < kCapacity) kept[slot] = make_uint2(keys[i], static_cast<uint32_t>(e));
     }
@@ -596,7 +623,8 @@ __global__ void __launch_bounds__(kMergeThreads)
     }
   }
   top = block_max<kMergeThreads>(top);  // its barrier also publishes the gathered candidates
-  select_candidates<kMergeThreads>(candidate_keys, candidate_indices, total, k, lower, top, row_out);
+  select_candidates<kMergeThreads, low_bits<T>()>(candidate_keys, candidate_indices, total, k, lower, top,
+                                                  row_out);
 }
 
 // ---- host side ----------------------------------------------------------------------------------------
