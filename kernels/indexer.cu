@@ -235,7 +235,8 @@ constexpr int kNarrowSpan = 3;
 // key's smallest block exponent (codes). The CPU's term is bf16(fp32(ReLU(bf16(dot))·w)); in the normal
 // fp32 range BF16 and fp32 roundings commute with powers of two, so with x = acc·2^-22 and the scaled
 // weight ws = w·2^(eq − 127) the term is T·2^(ek − 107), T = bf16(fp32(bf16(ReLU(x))·ws)), and the score
-// is bf16(fp32(Σ T))·2^(ek − 107). Everything is computed without a conversion instruction:
+// is bf16(fp32(Σ T))·2^(ek − 107). Nothing needs a conversion instruction except, in the default variant,
+// the BF16 roundings (cvt.rn.bf16x2, two values each; the FMA variant below avoids those too):
 //  - the tensor core starts the accumulator at 0x4B400000 (the bits of 1.5·2^23), so its result read as a
 //    float is 1.5·2^23 + acc; one saturating FMA gives max(x, 0) exactly (x < 0.5);
 //  - the key operand is unsigned: 96 + the signed pre-shifted value (one IADD3 on the two byte tables of
