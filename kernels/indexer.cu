@@ -261,8 +261,13 @@ constexpr int kMaxTermSpread = 17;
 // accumulator start kAccBias − 96·Σ v_q and ws; per row the accepted key exponent range: every nonzero
 // value normal for ek >= 130 − eq (dot) and ek >= 130 − L (w·dot), sums finite for ek <= 362 − eq and
 // ek <= 355 − L; the scaled chain normal for 23 <= L <= 248. Zero weights give zero terms either way.
-__device__ void prepare_narrow_terms(const float* weights, int heads, bool narrow, const int* exponents,
-                                     const int* head_min, const int8_t* doubled_values, PreparedQueries out) {
+constexpr int kPrepareWarps = kPrepareThreads / 32;
+constexpr int kHeadsPerPrepareWarp = kMaxFastHeads / kPrepareWarps;
+
+// weight[i]: the weight of head warp + 32·i, loaded at the kernel's start.
+__device__ void prepare_narrow_terms(const float (&weight)[kHeadsPerPrepareWarp], int heads, bool narrow,
+                                     const int* exponents, const int* head_min, const int8_t* doubled_values,
+                                     PreparedQueries out) {
   __shared__ int key_lo, key_hi, spread_lo, spread_hi, usable;
   const int64_t row = blockIdx.x;
   const int lane = threadIdx.x & 31;
@@ -278,14 +283,17 @@ __device__ void prepare_narrow_terms(const float* weights, int heads, bool narro
     if (threadIdx.x == 0) out.key_range[row] = make_int2(1, 0);
     return;
   }
-  for (int head = threadIdx.x >> 5; head < heads; head += kPrepareThreads / 32) {
+#pragma unroll
+  for (int i = 0; i < kHeadsPerPrepareWarp; ++i) {
+    const int head = (threadIdx.x >> 5) + i * kPrepareWarps;
+    if (head >= heads) break;
     int sum = 0;
     for (int c = lane; c < kFastDim; c += 32)
       sum += doubled_values[head * kFastDim + c] *
              (1 << (exponents[head * kFastBlocks + c / 32] - head_min[head]));
     sum = __reduce_add_sync(0xFFFFFFFFu, sum);
     if (lane != 0) continue;
-    const float w = weights[row * heads + head];
+    const float w = weight[i];
     const int eq = head_min[head];
     out.terms[row * heads + head] =
         make_int2(kAccBias - kKeyOffset * sum, __float_as_int(ldexpf(w, eq - 127)));
@@ -315,13 +323,19 @@ __global__ void __launch_bounds__(kPrepareThreads)
   const int64_t row = blockIdx.x;
   const int lane = threadIdx.x & 31;
   allow_next_grid();  // the scores kernel may start its key loads (it waits for this grid's results)
+  float weight[kHeadsPerPrepareWarp];  // of head warp + 32·i (for prepare_narrow_terms; loaded early)
+#pragma unroll
+  for (int i = 0; i < kHeadsPerPrepareWarp; ++i) {
+    const int head = (threadIdx.x >> 5) + i * kPrepareWarps;
+    weight[i] = head < heads ? weights[row * heads + head] : 0.0f;
+  }
   if (threadIdx.x == 0) {
     all_exact = 1;
     max_span = 0;
   }
   __syncthreads();
   // All of a warp's loads first (one memory latency, not one per slot): slot = head * 4 + block.
-  constexpr int kWarps = kPrepareThreads / 32, kSlotsPerWarp = kMaxFastHeads * kFastBlocks / kWarps;
+  constexpr int kWarps = kPrepareWarps, kSlotsPerWarp = kMaxFastHeads * kFastBlocks / kWarps;
   float loaded[kSlotsPerWarp];
 #pragma unroll
   for (int i = 0; i < kSlotsPerWarp; ++i) {
@@ -376,7 +390,7 @@ __global__ void __launch_bounds__(kPrepareThreads)
     out.fast[row] = all_exact;
     out.span[row] = narrow ? 0 : max_span;
   }
-  prepare_narrow_terms(weights, heads, narrow && all_exact, exponents, head_min, doubled_values, out);
+  prepare_narrow_terms(weight, heads, narrow && all_exact, exponents, head_min, doubled_values, out);
 }
 
 __device__ inline uint32_t byte_perm(uint32_t lo, uint32_t hi, uint32_t selector) {
