@@ -97,18 +97,19 @@ struct RawChunk {
   uint4 q[4];
 };
 
-// ---- input rows through a per-lane cp.async ring ------------------------------------------------------
-// Each lane copies its own 16 channels of the warp's next rows into its private slots of a shared-memory
-// ring (cp.async, 16 B per copy, L2 only), so kRingUnits·16 B per lane (4 BF16 rows or 2 fp32 rows at 8
-// units) are in flight while the current row is processed, without holding registers: 32 KB per 256-thread
-// CTA, 128 KB per SM at 4 CTAs (Little's law at ~4 TB/s and ~1-2 us asks for 32-64 KB per SM). The slots are
-// lane-private, so the lane's own cp.async.wait_group is the only synchronization.
+// ---- input rows through a per-warp cp.async ring ------------------------------------------------------
+// Each warp copies its next row groups into its slots of a shared-memory ring (cp.async, 16 B per lane and
+// copy, L2 only, 512 contiguous bytes per instruction), so kRingUnits·16 B per lane (4 BF16 rows or 2 fp32
+// rows at 8 units) are in flight while the current row is processed, without holding registers: 32 KB per
+// 256-thread CTA, 128 KB per SM at 4 CTAs (Little's law at ~4 TB/s and ~1-2 us asks for 32-64 KB per SM).
+// GPU round 2 had each lane copy its own 32 bytes: every instruction then touched every sector of the
+// group half, doubling the L2 requests (load + FP8 + store alone fell from 69.5% to 57.5% of copy).
 // 16-byte units per lane: 8 (32 KB per CTA) except for rows of 32 or 64 channels, whose RoPE tables take
 // 16 KB and leave room for 4 under the 48 KB of static shared memory.
 template <int kDim>
 constexpr int kRingUnits = kDim <= 64 ? 4 : 8;
 
-// Unit u of thread t at units[u][t]: consecutive threads, consecutive 16 B (no bank conflicts).
+// Each warp's slots: kUnits rows of 32 16-byte columns (units[u][warp·32 + column]).
 template <int kUnits>
 struct InputRing {
   uint4 units[kUnits][kThreads];
@@ -450,17 +451,13 @@ __device__ void sincos_libdevice(double a, double& sine, double& cosine) {
 #pragma unroll
   for (int i = 12; i < 16; ++i) s = __fma_rn(z, s, kTrig[i]);
   s = __fma_rn(__dmul_rn(z, s), r, r);
-  if (quadrant & 1) {
-    const double swapped = s;
-    s = c;
-    c = -swapped;
-  }
-  if (quadrant & 2) {
-    s = -s;
-    c = -c;
-  }
-  sine = s;
-  cosine = c;
+  // Quadrant q: sin(r + q·π/2) is (s, c, −s, −c)[q], cos is (c, −s, −c, s)[q]; negation flips the sign bit,
+  // as libdevice does.
+  const bool odd = (quadrant & 1) != 0;
+  const double sin_r = odd ? c : s, cos_r = odd ? s : c;
+  const int sin_sign = (quadrant & 2) << 30, cos_sign = ((quadrant + 1) & 2) << 30;
+  sine = __hiloint2double(__double2hiint(sin_r) ^ sin_sign, __double2loint(sin_r));
+  cosine = __hiloint2double(__double2hiint(cos_r) ^ cos_sign, __double2loint(cos_r));
 }
 
 // One pair (re, im) rotated by position·f as rope.cpp does: faithful angles are fp32 products, cos/sin are
@@ -807,33 +804,50 @@ __device__ void for_each_row(int64_t n, const Body& body) {
 }
 
 // As for_each_row, for kernels that read one input row per row: the body gets the row's channels, read
-// through the lane's ring (the warp's next 3 BF16 rows, or next fp32 row, are in flight meanwhile); the
-// slot is refilled after the body, so the body may reread the row's raw bits from `raw` (unit u at
-// raw[u * kThreads]).
+// through the warp's ring (its next row groups are in flight meanwhile); a slot is refilled after the body.
 template <int kDim, int kUnits, typename Body>
 __device__ void for_each_input_row(int64_t n, const DeviceRows& input, InputRing<kUnits>& ring,
                                    const Body& body) {
+  constexpr int kRowsPerWarp = RowLanes<kDim>::kRowsPerWarp;
+  constexpr int kLanes = RowLanes<kDim>::kLanes;
   const RowLanes<kDim> lanes;
+  const int lane = static_cast<int>(threadIdx.x % 32);
   const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.x / 32;
-  const int64_t step = warps * RowLanes<kDim>::kRowsPerWarp;
-  int64_t base = warp * RowLanes<kDim>::kRowsPerWarp;
+  const int64_t step = warps * kRowsPerWarp;
+  int64_t base = warp * kRowsPerWarp;
   if (base >= n) return;  // warp-uniform
   const bool bf16 = input.type == RowType::kBf16;
   const int units = bf16 ? 2 : 4;    // 16-byte units per lane and row
   const int depth = kUnits / units;  // 1, 2 or 4
-  uint4* const mine = &ring.units[0][threadIdx.x];
   const size_t element_bytes = bf16 ? 2 : 4;
-  // Copies the lane's chunk of the row group starting at `first` into `slot` (nothing past the end: the
-  // group is then empty, which keeps one group per slot for the wait counts).
+  uint4* const warp_ring = &ring.units[0][threadIdx.x - lane];
+  // Unit j (16 B) of a row group: owner lane j / units; in the slot, ring row j / 32, column j % 32
+  // swizzled so that both the copies (consecutive j per instruction) and the owners' reads (j = lane·units +
+  // v) hit 8 different 16-byte bank groups per quarter warp.
+  const auto unit_in_slot = [&](int slot, int j) {
+    const int column = j % 32;
+    return warp_ring + (slot * units + j / 32) * kThreads + (column ^ ((column >> 3) & 3));
+  };
+  // Copies the row group starting at `first` into `slot`, lane L taking units L, L + 32, …: each copy
+  // instruction moves 512 contiguous bytes (rows past the end repeat row n − 1). Nothing when `first` is
+  // past the end: the group is then empty, which keeps one group per slot for the wait counts.
   const auto issue = [&](int64_t first, int slot) {
     if (first < n) {
-      const int64_t row = first + lanes.row_in_warp < n ? first + lanes.row_in_warp : n - 1;
-      const auto* src = static_cast<const uint8_t*>(input.data) +
-                        static_cast<size_t>(row * kDim + lanes.lane_in_row * kChannels) * element_bytes;
+      const auto* group = static_cast<const uint8_t*>(input.data) +
+                          static_cast<size_t>(first * kDim) * element_bytes;  // the group's rows back to back
+      const int64_t rows_left = n - first;
 #pragma unroll
       for (int u = 0; u < 4; ++u) {
-        if (u < units) cp_async16(mine + (slot * units + u) * kThreads, src + 16 * u);
+        if (u < units) {
+          const int j = 32 * u + lane;
+          const int owner = j >> (units / 2);  // j / units
+          const uint8_t* src = group + 16 * j;
+          if (rows_left < kRowsPerWarp && owner / kLanes >= rows_left) {  // the last group's idle rows
+            src -= static_cast<size_t>((owner / kLanes - rows_left + 1) * kDim) * element_bytes;
+          }
+          cp_async16(unit_in_slot(slot, j), src);
+        }
       }
     }
     cp_async_commit();
@@ -847,14 +861,16 @@ __device__ void for_each_input_row(int64_t n, const DeviceRows& input, InputRing
     } else {
       cp_async_wait<0>();
     }
-    const uint4* raw = mine + slot * units * kThreads;
+    __syncwarp();  // every lane's copies of this slot are visible to the warp
     RawChunk chunk;
 #pragma unroll
-    for (int u = 0; u < 4; ++u) chunk.q[u] = u < units ? raw[u * kThreads] : make_uint4(0, 0, 0, 0);
+    for (int u = 0; u < 4; ++u)
+      chunk.q[u] = u < units ? *unit_in_slot(slot, lane * units + u) : make_uint4(0, 0, 0, 0);
     float x[kChannels];
     unpack_chunk(chunk, input.type, x);
     const int64_t row = base + lanes.row_in_warp;
-    body(x, row < n ? row : n - 1, row < n, lanes, raw);  // idle groups redo the last row without storing
+    body(x, row < n ? row : n - 1, row < n, lanes);  // idle groups redo the last row without storing
+    __syncwarp();                                    // every lane has read the slot before it is refilled
     issue(base + depth * step, slot);
     slot = slot + 1 == depth ? 0 : slot + 1;
   }
@@ -873,8 +889,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
   const size_t record_bytes = kFaithful ? nm::fp8_row_bytes(kDim) : kDim * sizeof(float);
   const int significand_bits = a.kv.type == RowType::kBf16 ? 8 : 24;
   for_each_input_row<kDim>(
-      a.n, a.kv, ring,
-      [&](float(&x)[kChannels], int64_t row, bool active, const RowLanes<kDim>& lanes, const uint4*) {
+      a.n, a.kv, ring, [&](float(&x)[kChannels], int64_t row, bool active, const RowLanes<kDim>& lanes) {
         const int64_t position = a.start + row;
         if (!(ablate & kAblateNormAndRope)) {
           rms_norm_chunk<kLanes, kFaithful>(x, a.norm_weight, weights_bounded, a.eps, kDim, lanes.lane_in_row,
@@ -933,11 +948,9 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
     const DeviceRows rows{
         static_cast<const uint8_t*>(a.v.data) + static_cast<size_t>((first - a.start) * kDim) * element_bytes,
         a.v.type};
-    for_each_input_row<kDim>(
-        count, rows, ring,
-        [&](float(&x)[kChannels], int64_t index, bool active, const RowLanes<kDim>& lanes, const uint4*) {
-          finish(x, index, active, lanes);
-        });
+    for_each_input_row<kDim>(count, rows, ring,
+                             [&](float(&x)[kChannels], int64_t index, bool active,
+                                 const RowLanes<kDim>& lanes) { finish(x, index, active, lanes); });
     return;
   }
   for_each_row<kDim>(count, [&](int64_t index, bool active, const RowLanes<kDim>& lanes) {
@@ -958,7 +971,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtas) index_key_write_kernel(Ind
   const int significand_bits = a.keys.type == RowType::kBf16 ? 8 : 24;
   for_each_input_row<kDim>(
       a.count, a.keys, ring,
-      [&](float(&x)[kChannels], int64_t index, bool active, const RowLanes<kDim>& lanes, const uint4*) {
+      [&](float(&x)[kChannels], int64_t index, bool active, const RowLanes<kDim>& lanes) {
         const int64_t entry = a.first_entry + index;
         rms_norm_chunk<kLanes, kFaithful>(x, a.norm_weight, weights_bounded, a.eps, kDim, lanes.lane_in_row,
                                           lanes.first_lane, significand_bits);
@@ -1048,6 +1061,12 @@ struct CompressorKernels {
                                 : compressor_write_kernel<kDim, kFaithful, kCompressorCtasPerSm>;
   }
 };
+// Ratio 2 holds four fp32 inputs per lane: its 80-register build spilled and ran slower than the compiler's
+// own allocation (2 CTAs per SM; GPU round 2 at 256K tokens: 60.7% vs 65.5% of copy).
+template <int kDim, bool kFaithful>
+struct PoolingCompressorKernels {
+  static auto get() { return compressor_write_kernel<kDim, kFaithful, 1>; }
+};
 template <int kDim, bool kFaithful>
 struct KeyKernels {
   static auto get() {
@@ -1097,10 +1116,15 @@ void write_compressed_entries(const CompressorWriteArgs& args, cudaStream_t stre
   const int64_t last = compressor_last_entry(args.start, args.n, args.ratio);
   const int64_t count = last - args.first_entry;
   if (count > 0) {
-    dispatch<CompressorKernels>(args.dim, args.numerics, [&](auto kernel, int rows_per_warp) {
+    const auto launch = [&](auto kernel, int rows_per_warp) {
       kernel<<<grid_for(kernel, count, rows_per_warp), kThreads, 0, stream>>>(args, args.first_entry, count);
       FKV_CUDA_CHECK_LAUNCH();
-    });
+    };
+    if (args.ratio == 2) {
+      dispatch<PoolingCompressorKernels>(args.dim, args.numerics, launch);
+    } else {
+      dispatch<CompressorKernels>(args.dim, args.numerics, launch);
+    }
   }
   // The open group's token for the next call (after the kernel has read the old one: same stream).
   if (args.ratio == 2 && args.n > 0 && (args.start + args.n) % 2 == 1) {
