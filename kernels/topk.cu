@@ -73,22 +73,30 @@ __device__ uint32_t block_max(uint32_t value) {
 template <int kThreads>
 __device__ void choose_digit(const uint32_t* hist, uint32_t need, uint32_t* digit, uint32_t* remaining,
                              bool* whole) {
-  // Thread t sums bins [t*per, (t+1)*per) counted from the top (bin kBins-1 first).
+  // Thread t sums bins [t*per, (t+1)*per) counted from the top (bin kBins-1 first); the exclusive prefix
+  // of those sums is a warp scan plus the sums of the warps before (one barrier, every warp adds them).
   constexpr int kPer = kBins / kThreads;
-  using Scan = cub::BlockScan<uint32_t, kThreads>;
-  __shared__ typename Scan::TempStorage scan_storage;
+  constexpr unsigned kWarps = kThreads / 32;
+  __shared__ uint32_t warp_sums[kWarps];
   __shared__ uint32_t found_digit, found_remaining;
   __shared__ bool found_whole;
+  const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
   uint32_t local = 0;
   for (int i = 0; i < kPer; ++i) local += hist[kBins - 1 - (threadIdx.x * kPer + i)];
-  uint32_t before = 0;
-  Scan(scan_storage).ExclusiveSum(local, before);
+  uint32_t inclusive = local;
+  for (unsigned offset = 1; offset < 32; offset <<= 1) {
+    const uint32_t other = __shfl_up_sync(~0u, inclusive, offset);
+    if (lane >= offset) inclusive += other;
+  }
+  if (lane == 31) warp_sums[warp] = inclusive;
   if (threadIdx.x == 0) {
     found_digit = 0;
     found_remaining = need;
     found_whole = false;
   }
   __syncthreads();
+  const uint32_t warp_sum = lane < kWarps ? warp_sums[lane] : 0u;
+  const uint32_t before = __reduce_add_sync(~0u, lane < warp ? warp_sum : 0u) + inclusive - local;
   // Exactly one thread's segment contains the crossing (if any), and it alone writes.
   if (before < need && before + local >= need) {
     uint32_t cumulative = before;
@@ -293,14 +301,13 @@ __device__ uint32_t rank_bucket(const uint32_t* hist, uint32_t rank) {
 // ---- candidates in index order ------------------------------------------------------------------------
 
 // A tile in striped layout (item i of thread t is entry t + kThreads·i of the tile), an item flagged when
-// its key is >= lower: fills counts[i·kWarps + w] with the index-order exclusive prefix of the flags of
-// (item i, warp w) and returns the tile's total (also left in counts[kItems·kWarps]). A flagged item's
-// position is then counts[i·kWarps + w] + (flagged lanes below it: the ballot, recomputed by the caller
-// rather than kept in registers across the barriers). Two barriers; all threads call it.
+// its key is >= lower. publish_counts writes the flag count of each (item i, warp w) to counts[i·kWarps + w]
+// and waits at a barrier; every warp then derives what it needs from those counts itself (no serial scan,
+// no second barrier): tile_total is the tile's count, place_flagged gives each flagged item its position in
+// index order.
 template <int kThreads, int kItems>
-__device__ uint32_t tile_positions(const uint32_t (&keys)[kItems], uint32_t lower, uint32_t* counts) {
+__device__ void publish_counts(const uint32_t (&keys)[kItems], uint32_t lower, uint32_t* counts) {
   constexpr int kWarps = kThreads / 32;
-  constexpr int kPerLane = kItems * kWarps / 32;
   const unsigned warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
 #pragma unroll
   for (int i = 0; i < kItems; ++i) {
@@ -308,29 +315,40 @@ __device__ uint32_t tile_positions(const uint32_t (&keys)[kItems], uint32_t lowe
     if (lane == static_cast<unsigned>(i)) counts[i * kWarps + warp] = static_cast<uint32_t>(__popc(ballot));
   }
   __syncthreads();
-  if (warp == 0) {
-    uint32_t values[kPerLane];
-    uint32_t local = 0;
+}
+
+template <int kThreads, int kItems>
+__device__ uint32_t tile_total(const uint32_t* counts) {
+  constexpr unsigned kWarps = kThreads / 32;
+  const unsigned lane = threadIdx.x & 31u;
+  uint32_t sum = 0;
+  if (lane < kWarps) {
 #pragma unroll
-    for (int j = 0; j < kPerLane; ++j) {
-      values[j] = counts[lane * kPerLane + j];
-      local += values[j];
-    }
-    uint32_t inclusive = local;
-    for (unsigned offset = 1; offset < 32; offset <<= 1) {
-      const uint32_t other = __shfl_up_sync(~0u, inclusive, offset);
-      if (lane >= offset) inclusive += other;
-    }
-    uint32_t running = inclusive - local;
-#pragma unroll
-    for (int j = 0; j < kPerLane; ++j) {
-      counts[lane * kPerLane + j] = running;
-      running += values[j];
-    }
-    if (lane == 31) counts[kItems * kWarps] = inclusive;
+    for (unsigned i = 0; i < kItems; ++i) sum += counts[i * kWarps + lane];
   }
-  __syncthreads();
-  return counts[kItems * kWarps];
+  return __reduce_add_sync(~0u, sum);
+}
+
+// Calls place(i, position) for each flagged item i of this thread (positions from 0, in index order: item
+// rows first, then warps, then lanes); returns the tile's count.
+template <int kThreads, int kItems, typename Place>
+__device__ uint32_t place_flagged(const uint32_t (&keys)[kItems], uint32_t lower, const uint32_t* counts,
+                                  Place place) {
+  constexpr unsigned kWarps = kThreads / 32;
+  const unsigned warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
+  const uint32_t lanes_below = (1u << lane) - 1u;
+  uint32_t running = 0;  // flagged items of the earlier item rows
+#pragma unroll
+  for (int i = 0; i < kItems; ++i) {
+    const uint32_t count = lane < kWarps ? counts[i * kWarps + lane] : 0u;
+    const uint32_t row_total = __reduce_add_sync(~0u, count);
+    const uint32_t warps_before = __reduce_add_sync(~0u, lane < warp ? count : 0u);
+    const uint32_t ballot = __ballot_sync(~0u, keys[i] >= lower);
+    if (keys[i] >= lower)
+      place(i, running + warps_before + static_cast<uint32_t>(__popc(ballot & lanes_below)));
+    running += row_total;
+  }
+  return running;
 }
 
 // The top k of `count` candidates (keys and row indices in shared memory, in index order, all valid, all
@@ -413,7 +431,7 @@ __global__ void __launch_bounds__(kShortThreads)
   extern __shared__ uint32_t candidate_keys[];
   int32_t* candidate_indices = reinterpret_cast<int32_t*>(candidate_keys + n);
   __shared__ uint32_t sample_hist[kDistanceBuckets];
-  __shared__ uint32_t counts[kShortItems * kShortWarps + 1];
+  __shared__ uint32_t counts[kShortItems * kShortWarps];
   __shared__ uint32_t shared_lower;
   const int64_t row = blockIdx.x;
   const T* data = scores + row * n;
@@ -441,22 +459,18 @@ __global__ void __launch_bounds__(kShortThreads)
   }
   __syncthreads();
   uint32_t lower = shared_lower;
-  uint32_t total = 0;
-  for (;;) {
-    total = tile_positions<kShortThreads, kShortItems>(keys, lower, counts);
-    if (static_cast<int64_t>(total) >= k || lower == kLowestValidKey) break;
+  publish_counts<kShortThreads, kShortItems>(keys, lower, counts);
+  uint32_t total = tile_total<kShortThreads, kShortItems>(counts);
+  if (static_cast<int64_t>(total) < k && lower != kLowestValidKey) {
     lower = kLowestValidKey;  // too few above the guess: every valid entry is a candidate
+    __syncthreads();          // every warp has read the counts before they are rewritten
+    publish_counts<kShortThreads, kShortItems>(keys, lower, counts);
+    total = tile_total<kShortThreads, kShortItems>(counts);
   }
-  const uint32_t lanes_below = (1u << lane) - 1u;
-#pragma unroll
-  for (int i = 0; i < kShortItems; ++i) {
-    const uint32_t ballot = __ballot_sync(~0u, keys[i] >= lower);
-    if (keys[i] < lower) continue;
-    const uint32_t slot =
-        counts[i * kShortWarps + warp] + static_cast<uint32_t>(__popc(ballot & lanes_below));
+  place_flagged<kShortThreads, kShortItems>(keys, lower, counts, [&](int i, uint32_t slot) {
     candidate_keys[slot] = keys[i];
     candidate_indices[slot] = static_cast<int32_t>(threadIdx.x + kShortThreads * i);
-  }
+  });
   __syncthreads();
   select_candidates<kShortThreads, low_bits<T>()>(candidate_keys, candidate_indices, total, k, lower, max_key,
                                                   out + row * k);
@@ -540,7 +554,7 @@ __device__ uint32_t sampled_lower_key(const T* data, int64_t n, int64_t k) {
 template <typename T>
 __global__ void __launch_bounds__(kFilterThreads, 2)
     top_k_filter_kernel(const T* scores, int64_t n, int64_t k, int64_t chunk, FilterWorkspace ws) {
-  __shared__ uint32_t counts[2][kFilterItems * kFilterWarps + 1];
+  __shared__ uint32_t counts[2][kFilterItems * kFilterWarps];
   // The merge kernel may start now (programmatic dependent launch): its launch latency hides behind this
   // grid, and it waits for this grid's completion and memory before reading anything.
   asm volatile("griddepcontrol.launch_dependents;");
@@ -555,8 +569,6 @@ __global__ void __launch_bounds__(kFilterThreads, 2)
   const uint32_t lower = sampled_lower_key(data, n, k);
   if (blockIdx.x == 0 && threadIdx.x == 0) ws.lower[row] = lower;
   uint2* kept = ws.kept + (row * gridDim.x + blockIdx.x) * static_cast<int64_t>(kCapacity);
-  const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
-  const uint32_t lanes_below = (1u << lane) - 1u;
   uint32_t written = 0;
   int parity = 0;
   for (int64_t base = begin; base < end; base += kFilterTile) {
@@ -564,19 +576,16 @@ __global__ void __launch_bounds__(kFilterThreads, 2)
 #pragma unroll
     for (int i = 0; i < kFilterItems; ++i) keys[i] = order_key(raw[i]);
     if (base + kFilterTile < end) load_tile(data, base + kFilterTile, end, raw);
-    // Double-buffered counts: a tile's counts are read after its second barrier, the next tile writes the
-    // other buffer, and the one after that passes the next tile's first barrier before writing this one.
+    // Double-buffered counts: a tile's counts are read between its barrier and the next tile's; the tile
+    // after next rewrites them only once past that next barrier.
     uint32_t* tile_counts = counts[parity];
-    const uint32_t total = tile_positions<kFilterThreads, kFilterItems>(keys, lower, tile_counts);
-#pragma unroll
-    for (int i = 0; i < kFilterItems; ++i) {
-      const uint32_t ballot = __ballot_sync(~0u, keys[i] >= lower);
-      if (keys[i] < lower) continue;
-      const uint32_t slot = written + tile_counts[i * kFilterWarps + warp] +
-                            static_cast<uint32_t>(__popc(ballot & lanes_below));
-      const int64_t e = base + threadIdx.x + static_cast<int64_t>(kFilterThreads) * i;
-      if (slot < kCapacity) kept[slot] = make_uint2(keys[i], static_cast<uint32_t>(e));
-    }
+    publish_counts<kFilterThreads, kFilterItems>(keys, lower, tile_counts);
+    const uint32_t total =
+        place_flagged<kFilterThreads, kFilterItems>(keys, lower, tile_counts, [&](int i, uint32_t position) {
+          const uint32_t slot = written + position;
+          const int64_t e = base + threadIdx.x + static_cast<int64_t>(kFilterThreads) * i;
+          if (slot < kCapacity) kept[slot] = make_uint2(keys[i], static_cast<uint32_t>(e));
+        });
     written += total;
     parity ^= 1;
   }
