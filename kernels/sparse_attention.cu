@@ -36,17 +36,16 @@ constexpr int kHeads = kSparseAttentionHeads;
 constexpr int kDim = kSparseAttentionDim;
 constexpr int kTileKeys = 64;
 constexpr int kThreads = 256;
-constexpr int kFp8RecordBytes = kDim + kDim / 32;        // 528
-constexpr int kNvfp4RecordBytes = kDim / 2 + kDim / 16;  // 288
-constexpr int kChunk = 16;                               // channels per dequantization chunk
-constexpr int kChunksPerKey = kDim / kChunk;             // 32: one warp covers one key row
-constexpr int kSlabBytes = kTileKeys * 128;              // 64 keys x 64 channels of BF16
-constexpr int kTileBytes = kSlabBytes * (kDim / 64);     // 64 KB
-constexpr int kPipelinedKeys = 32;  // keys per tile of the pipelined variant (two 32 KB buffers)
+constexpr int kFp8RecordBytes = kDim + kDim / 32;               // 528
+constexpr int kNvfp4RecordBytes = kDim / 2 + kDim / 16;         // 288
+constexpr int kChunk = 16;                                      // channels per dequantization chunk
+constexpr int kChunksPerKey = kDim / kChunk;                    // 32: one warp covers one key row
+constexpr int kSlabBytes = kTileKeys * 128;                     // 64 keys x 64 channels of BF16
+constexpr int kTileBytes = kSlabBytes * (kDim / 64);            // 64 KB
 constexpr int kMaxTiles = kSparseAttentionMaxKeys / kTileKeys;  // 10
 
 static_assert(kSparseAttentionMaxKeys % kTileKeys == 0, "whole tiles of keys");
-static_assert(kPipelinedKeys * kChunksPerKey % kThreads == 0, "chunks divide over the CTA");
+static_assert(kTileKeys * kChunksPerKey % kThreads == 0, "chunks divide over the CTA");
 
 // ---- small PTX wrappers
 // ------------------------------------------------------------------------------------
@@ -112,39 +111,9 @@ __device__ inline void mma_bf16(float* d, const uint32_t (&a)[4], uint32_t b0, u
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
-// Named barrier 1 over the whole CTA (barrier 0 is __syncthreads): one warpgroup publishes shared-memory
-// stores with arrive (no wait), the other waits with sync; bar.arrive orders the arriving thread's prior
-// shared accesses before the waiters continue.
-constexpr int kHalvesBarrier = 1;
-__device__ inline void named_barrier_arrive(int id) {
-  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(kThreads) : "memory");
-}
-__device__ inline void named_barrier_sync(int id) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(kThreads) : "memory");
-}
-
 // Keeps the compiler from moving accesses of an accumulator across wgmma issue/wait.
 [[maybe_unused]] __device__ inline void fence_register(float& r) {
   asm volatile("" : "+f"(r)::"memory");
-}
-
-[[maybe_unused]] __device__ inline void wgmma_m64n32k16(float (&d)[16], const uint32_t (&a)[4],
-                                                        uint64_t b_desc, int accumulate) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile(
-      "{\n"
-      ".reg .pred p;\n"
-      "setp.ne.b32 p, %21, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
-      "}, {%16, %17, %18, %19}, %20, p, 1, 1, 0;\n"
-      "}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(accumulate));
-#else
-  __trap();  // wgmma exists on sm_90a only; the kernels do not take this path elsewhere
-#endif
 }
 
 [[maybe_unused]] __device__ inline void wgmma_m64n64k16(float (&d)[32], const uint32_t (&a)[4],
@@ -360,7 +329,7 @@ __device__ inline float e4m3_value(uint8_t code) {
 // Nothing here consumes a loaded value, so all of a thread's record reads are in flight together: round 4's
 // ncu/SASS reading found the scale decoded right after its load inside each chunk's branch, which made the
 // 8 loads of a 64-key tile 8 memory latencies in a row (~7K cycles per tile, the whole per-tile time).
-// kFormat as in store_chunks (0 both kinds, 1 window rows only, 2 entries only): the key's kind is uniform
+// kFormat as in decode_chunks (0 both kinds, 1 window rows only, 2 entries only): the key's kind is uniform
 // per warp (a warp reads one key per chunk step), but with both kinds possible the compiler issues both
 // address paths predicated; one path per tile halves the load code of the common (entry-only) tiles.
 template <int kKeys, int kFormat>
@@ -454,10 +423,11 @@ __device__ inline void e4m3x4_to_bf16(uint32_t codes, uint32_t scale_pair, uint3
 // tile buffer. Keys past the row's end decode to zeros (codes 0), so P·V never meets stale data.
 // kFastDecode: both formats decoded in BF16 pairs (e4m3x4_to_bf16, e2m1x8_to_bf16: ~2.5 instructions per
 // channel); otherwise through the fp32 decoders of kv_element_codecs.cuh (~6-10), kept for the mma.sync path.
-// Decodes one 16-channel chunk (codes and block-scale byte of `key`'s record) into the tile buffer as BF16.
-template <int kKeys, bool kFastDecode>
-__device__ inline void decode_store_chunk(uint8_t* buffer, int key, int chunk, uint4 codes,
-                                          uint32_t scale_code, bool fp8) {
+// Decodes one 16-channel chunk (codes and block-scale byte of a key's record) to BF16: `lo` goes to 16-byte
+// chunk 2·chunk + (chunk bit 2) of the key's swizzled row, `hi` to its neighbour (store_decoded_chunk).
+template <bool kFastDecode>
+__device__ inline void decode_chunk(int chunk, uint4 codes, uint32_t scale_code, bool fp8, uint4& lo,
+                                    uint4& hi) {
   const auto code = static_cast<uint8_t>(scale_code);
   const float scale = fp8 ? numeric::e8m0_to_float(code) : e4m3_value(code);
   // The two 16-byte halves of a chunk go to chunks 2·chunk and 2·chunk + 1 of the swizzled row. Storing the
@@ -469,7 +439,6 @@ __device__ inline void decode_store_chunk(uint8_t* buffer, int key, int chunk, u
     codes = fp8 ? make_uint4(codes.z, codes.w, codes.x, codes.y) : make_uint4(codes.y, codes.x, 0, 0);
   }
   const uint32_t words[4] = {codes.x, codes.y, codes.z, codes.w};
-  uint4 lo, hi;
   if (kFastDecode) {
     const uint32_t scale_pair = bf16x2_bits(scale, scale);  // exact: 2^k or an E4M3 value
     if (fp8) {
@@ -511,37 +480,84 @@ __device__ inline void decode_store_chunk(uint8_t* buffer, int key, int chunk, u
     hi = make_uint4(bf16x2_bits(v[8], v[9]), bf16x2_bits(v[10], v[11]), bf16x2_bits(v[12], v[13]),
                     bf16x2_bits(v[14], v[15]));
   }
-  const int first = 2 * chunk + (upper_first ? 1 : 0);
-  *reinterpret_cast<uint4*>(buffer + tile_offset<kKeys>(key, first)) = lo;
-  *reinterpret_cast<uint4*>(buffer + tile_offset<kKeys>(key, first ^ 1)) = hi;
 }
 
-// kFormat: 0 keys of both kinds, 1 window rows (FP8) only, 2 entries (or padding) only.
-template <int kKeys, bool kFastDecode, int kFormat>
-__device__ inline void store_chunks(uint8_t* buffer, const KeySource& src, int tile,
-                                    const TileRecords<kKeys>& r) {
+// Decodes this thread's chunks [kBegin, kEnd) of the tile and hands each to `sink(i, lo, hi)` (store it, or
+// keep it). kFormat: 0 keys of both kinds, 1 window rows (FP8) only, 2 entries (or padding) only.
+template <int kKeys, bool kFastDecode, int kBegin, int kEnd, int kFormat, typename Sink>
+__device__ inline void decode_chunks(const KeySource& src, int tile, const TileRecords<kKeys>& r,
+                                     Sink&& sink) {
 #pragma unroll
-  for (int i = 0; i < TileRecords<kKeys>::kChunks; ++i) {
+  for (int i = kBegin; i < kEnd; ++i) {
     const int q = static_cast<int>(threadIdx.x) + i * kThreads;
-    const int key = q / kChunksPerKey;
-    const bool fp8 = kFormat == 1 || (kFormat == 0 && tile * kKeys + key < src.window_keys);
-    decode_store_chunk<kKeys, kFastDecode>(buffer, key, q % kChunksPerKey, r.codes[i], r.scale_code[i], fp8);
+    const bool fp8 = kFormat == 1 || (kFormat == 0 && tile * kKeys + q / kChunksPerKey < src.window_keys);
+    uint4 lo, hi;
+    decode_chunk<kFastDecode>(q % kChunksPerKey, r.codes[i], r.scale_code[i], fp8, lo, hi);
+    sink(i, lo, hi);
   }
 }
 
 // The tile's format is uniform except at the window/entry boundary: one decoder per tile keeps the loop's
 // executed code small.
+template <int kKeys, bool kFastDecode, int kBegin = 0, int kEnd = TileRecords<kKeys>::kChunks, typename Sink>
+__device__ inline void decode_tile(const KeySource& src, int tile, const TileRecords<kKeys>& r, Sink&& sink) {
+  if (tile * kKeys >= src.window_keys) {
+    decode_chunks<kKeys, kFastDecode, kBegin, kEnd, 2>(src, tile, r, sink);
+  } else if ((tile + 1) * kKeys <= src.window_keys) {
+    decode_chunks<kKeys, kFastDecode, kBegin, kEnd, 1>(src, tile, r, sink);
+  } else {
+    decode_chunks<kKeys, kFastDecode, kBegin, kEnd, 0>(src, tile, r, sink);
+  }
+}
+
+// Chunk i of this thread: key warp + 8i of the tile (tid = 32·warp + lane), 16-channel chunk `lane`. The
+// key's row phase (key mod 8) is the warp's for every i, so the swizzled offsets of chunk i are a per-thread
+// base plus 1024·i: immediate offsets of the stores, no per-chunk address registers to keep live or spill.
+template <int kKeys>
+__device__ inline void store_decoded_chunk(uint8_t* buffer, int i, uint4 lo, uint4 hi) {
+  static_assert(kThreads / kChunksPerKey == 8, "eight keys per chunk step: key mod 8 is the warp");
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const int chunk = static_cast<int>(threadIdx.x) % 32;
+  const int first = 2 * chunk + ((chunk >> 2) & 1);
+  uint8_t* row = buffer + warp * 128 + i * 1024;
+  *reinterpret_cast<uint4*>(row + (first >> 3) * (kKeys * 128) + (((first & 7) ^ warp) << 4)) = lo;
+  *reinterpret_cast<uint4*>(row + ((first ^ 1) >> 3) * (kKeys * 128) + ((((first ^ 1) & 7) ^ warp) << 4)) =
+      hi;
+}
+
+// Decodes the tile chunk by chunk straight into `buffer` (few registers live).
 template <int kKeys, bool kFastDecode = true>
 __device__ inline void store_tile(uint8_t* buffer, const KeySource& src, int tile,
                                   const TileRecords<kKeys>& r) {
-  if (tile * kKeys >= src.window_keys) {
-    store_chunks<kKeys, kFastDecode, 2>(buffer, src, tile, r);
-  } else if ((tile + 1) * kKeys <= src.window_keys) {
-    store_chunks<kKeys, kFastDecode, 1>(buffer, src, tile, r);
-  } else {
-    store_chunks<kKeys, kFastDecode, 0>(buffer, src, tile, r);
-  }
-  fence_proxy_async();  // the wgmma variant reads the tile through the async proxy
+  decode_tile<kKeys, kFastDecode>(
+      src, tile, r, [&](int i, uint4 lo, uint4 hi) { store_decoded_chunk<kKeys>(buffer, i, lo, hi); });
+  fence_proxy_async();  // the wgmma variants read the tile through the async proxy
+}
+
+// The first kKept of one thread's chunks of a tile, decoded and held in registers until their buffer is free
+// (all eight would not fit beside Q's fragments and the records in flight).
+constexpr int kKept = 4;
+struct KeptChunks {
+  uint4 lo[kKept];
+  uint4 hi[kKept];
+};
+
+__device__ inline void keep_chunks(const KeySource& src, int tile, const TileRecords<kTileKeys>& r,
+                                   KeptChunks& d) {
+  decode_tile<kTileKeys, true, 0, kKept>(src, tile, r, [&](int i, uint4 lo, uint4 hi) {
+    d.lo[i] = lo;
+    d.hi[i] = hi;
+  });
+}
+
+// Stores the kept chunks, then decodes and stores the rest of the tile.
+__device__ inline void store_kept_and_rest(uint8_t* buffer, const KeySource& src, int tile,
+                                           const TileRecords<kTileKeys>& r, const KeptChunks& d) {
+#pragma unroll
+  for (int i = 0; i < kKept; ++i) store_decoded_chunk<kTileKeys>(buffer, i, d.lo[i], d.hi[i]);
+  decode_tile<kTileKeys, true, kKept>(
+      src, tile, r, [&](int i, uint4 lo, uint4 hi) { store_decoded_chunk<kTileKeys>(buffer, i, lo, hi); });
+  fence_proxy_async();
 }
 
 // A fragments of Q[head0 .. +16][dim0 .. +256] for this lane: 16 k-steps of m16n8k16 (also wgmma's register
@@ -564,23 +580,17 @@ __device__ inline void load_q_fragments(const uint16_t* q_row, int head0, int di
 
 // ---- wgmma building blocks shared by the one-CTA-per-row and the split-keys kernels
 
-// Issues S (+)= Q·Kᵀ over this warpgroup's 256 channels (dim0..) for the kKeys-key tile at `tile_base` and
+// Issues S (+)= Q·Kᵀ over this warpgroup's 256 channels (dim0..) for the 64-key tile at `tile_base` and
 // commits it (the caller waits). K-major B: keys are N (8-row groups 1024 B apart), channels K within a slab
-// row, slabs kKeys·128 bytes apart. acc: keys 8j.. of the tile in the m16n8k16 C layout (acc[4j .. 4j+3]).
-template <int kKeys>
-__device__ inline void issue_qk_wgmma(float (&acc)[kKeys / 2], const uint32_t (&qa)[16][4],
-                                      uint32_t tile_base, int dim0) {
+// row. acc: keys 8j.. of the tile in the m16n8k16 C layout (acc[4j .. 4j+3]).
+__device__ inline void issue_qk_wgmma(float (&acc)[32], const uint32_t (&qa)[16][4], uint32_t tile_base,
+                                      int dim0) {
   wgmma_fence();
 #pragma unroll
   for (int ks = 0; ks < 16; ++ks) {
     const uint32_t start =
-        tile_base + static_cast<uint32_t>((dim0 / 64 + ks / 4) * (kKeys * 128) + (ks % 4) * 32);
-    if constexpr (kKeys == 64) {
-      wgmma_m64n64k16(acc, qa[ks], sw128_descriptor(start, 16, 1024), 1);
-    } else {
-      static_assert(kKeys == 32, "tiles of 32 or 64 keys");
-      wgmma_m64n32k16(acc, qa[ks], sw128_descriptor(start, 16, 1024), 1);
-    }
+        tile_base + static_cast<uint32_t>((dim0 / 64 + ks / 4) * kSlabBytes + (ks % 4) * 32);
+    wgmma_m64n64k16(acc, qa[ks], sw128_descriptor(start, 16, 1024), 1);
   }
   wgmma_commit();
 }
@@ -621,10 +631,9 @@ __device__ inline void issue_pv_wgmma(float (&acc)[128], const uint8_t* probs, i
 }
 
 // The two warpgroups' half dot products of keys [column0, column0 + 8·kBlocks) meet in `rows` (head h's row
-// at h·stride floats, column t at logit_column(h, t)): warpgroup 0 stores its half, warpgroup 1 adds its own
-// once those are in. kCtaBarrier: the hand-over is a __syncthreads (which also tells every warp that the
-// tile is no longer read); otherwise warpgroup 0 arrives at a named barrier and goes on.
-template <int kBlocks, bool kCtaBarrier>
+// at h·stride floats, column t at logit_column(h, t)): warpgroup 0 stores its half, a CTA barrier (which also
+// tells every warp that the tile is no longer read), warpgroup 1 adds its own.
+template <int kBlocks>
 __device__ inline void sum_halves(float* rows, int stride, int column0, const float (&acc)[4 * kBlocks]) {
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
@@ -643,13 +652,7 @@ __device__ inline void sum_halves(float* rows, int stride, int column0, const fl
         *slot(j, half) = make_float2(acc[4 * j + 2 * half], acc[4 * j + 2 * half + 1]);
     }
   }
-  if constexpr (kCtaBarrier) {
-    __syncthreads();
-  } else if (!second_half) {
-    named_barrier_arrive(kHalvesBarrier);
-  } else {
-    named_barrier_sync(kHalvesBarrier);
-  }
+  __syncthreads();
   if (second_half) {
 #pragma unroll
     for (int j = 0; j < kBlocks; ++j) {
@@ -689,7 +692,7 @@ __device__ void compute_logits(const Layout& s, const KeySource& src, const uint
 #pragma unroll
     for (int i = 0; i < 32; ++i) acc[i] = 0.0f;
     if constexpr (kWgmma) {
-      issue_qk_wgmma<kTileKeys>(acc, qa, smem_address(s.tile), dim0);
+      issue_qk_wgmma(acc, qa, smem_address(s.tile), dim0);
       wait_wgmma(acc);
     } else {
 #pragma unroll
@@ -704,50 +707,46 @@ __device__ void compute_logits(const Layout& s, const KeySource& src, const uint
         }
       }
     }
-    sum_halves<8, true>(s.logits, s.key_stride, tile * kTileKeys, acc);
+    sum_halves<8>(s.logits, s.key_stride, tile * kTileKeys, acc);
   }
   __syncthreads();
 }
 
-// Pipelined wgmma (32-key tiles in two buffers): the tensor cores multiply tile t while every thread
-// dequantizes tile t + 1 into the other buffer. The two warpgroups' half dot products meet in shared memory:
-// warpgroup 0 stores its half and arrives on a named barrier, warpgroup 1 waits there and adds its half
-// (round 4 used shared fp32 atomics: a CAS loop per element).
+// Pipelined Q·Kᵀ on 64-key tiles through one buffer: while the tensor cores multiply tile t, every thread
+// decodes half of its chunks of tile t + 1 into registers (KeptChunks); once both warpgroups' products of
+// tile t are in (sum_halves, a CTA barrier), those are stored and the other half decoded and stored, then
+// tile t + 2's loads start. The logits fill the shared memory, so the second buffer is the register file.
 __device__ void compute_logits_pipelined(const Layout& s, const KeySource& src, const uint16_t* q_row,
                                          int tiles) {
-  constexpr int kKeys = kPipelinedKeys;
-  constexpr int kBufferBytes = kKeys * kChunksPerKey * 32;  // 32 KB
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int dim0 = 256 * (warp >> 2);
 
   uint32_t qa[16][4];
   load_q_fragments(q_row, 16 * (warp & 3), dim0, qa);
 
-  // Records run two tiles ahead: tile t+1 is stored from registers while tile t is multiplied, and tile
-  // t+2's loads are in flight until the next step (two register sets, the loop unrolled by two).
-  TileRecords<kKeys> even, odd;
-  if (tiles > 0) load_tile(s, src, 0, even);
-  if (tiles > 1) load_tile(s, src, 1, odd);
-  if (tiles > 0) store_tile<kKeys>(s.tile, src, 0, even);
-  __syncthreads();  // tile 0 stored
-  const auto step = [&](int tile, const TileRecords<kKeys>& next, TileRecords<kKeys>& spare) {
-    float acc[16];
-#pragma unroll
-    for (int i = 0; i < 16; ++i) acc[i] = 0.0f;
-    issue_qk_wgmma<kKeys>(acc, qa, smem_address(s.tile) + static_cast<uint32_t>((tile & 1) * kBufferBytes),
-                          dim0);
-    // overlapping the multiplication: store tile + 1, start loading tile + 2
-    if (tile + 1 < tiles) store_tile<kKeys>(s.tile + ((tile + 1) & 1) * kBufferBytes, src, tile + 1, next);
-    if (tile + 2 < tiles) load_tile(s, src, tile + 2, spare);
-    wait_wgmma(acc);
-    sum_halves<4, false>(s.logits, s.key_stride, tile * kKeys, acc);
-    __syncthreads();  // next buffer complete; this buffer free again
-  };
-  for (int tile = 0; tile < tiles; tile += 2) {
-    step(tile, odd, even);
-    if (tile + 1 < tiles) step(tile + 1, even, odd);
+  TileRecords<kTileKeys> records;
+  if (tiles > 0) {
+    load_tile(s, src, 0, records);
+    store_tile<kTileKeys>(s.tile, src, 0, records);
   }
-  __syncthreads();
+  if (tiles > 1) load_tile(s, src, 1, records);
+  __syncthreads();  // tile 0 stored
+  for (int tile = 0; tile < tiles; ++tile) {
+    float acc[32];
+#pragma unroll
+    for (int i = 0; i < 32; ++i) acc[i] = 0.0f;
+    issue_qk_wgmma(acc, qa, smem_address(s.tile), dim0);
+    KeptChunks kept;
+    if (tile + 1 < tiles) keep_chunks(src, tile + 1, records, kept);
+    wait_wgmma(acc);
+    sum_halves<8>(s.logits, s.key_stride, tile * kTileKeys,
+                  acc);  // also: every warp is done with the tile
+    if (tile + 1 < tiles) {
+      store_kept_and_rest(s.tile, src, tile + 1, records, kept);
+      if (tile + 2 < tiles) load_tile(s, src, tile + 2, records);
+    }
+    __syncthreads();  // tile + 1 stored
+  }
 }
 
 // ---- phase 2: probabilities
@@ -1005,9 +1004,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   const uint16_t* q_row = args.q + row * kHeads * kDim;
   uint16_t* out_row = args.out + row * kHeads * kDim;
-  const int small_tiles = (src.total + kPipelinedKeys - 1) / kPipelinedKeys;
   if constexpr (kImpl == 2) {
-    compute_logits_pipelined(s, src, q_row, small_tiles);
+    compute_logits_pipelined(s, src, q_row, tiles);
   } else {
     compute_logits<kImpl == 1>(s, src, q_row, tiles);
   }
@@ -1089,11 +1087,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   float acc[32];
 #pragma unroll
   for (int i = 0; i < 32; ++i) acc[i] = 0.0f;
-  issue_qk_wgmma<kTileKeys>(acc, qa, smem_address(s.tile), dim0);
+  issue_qk_wgmma(acc, qa, smem_address(s.tile), dim0);
   wait_wgmma(acc);
   // the two warpgroups' half dot products meet in the 64 x 64 work area (row h, column k at k ^ 8·(h mod 8))
   float* pair = s.logits;
-  sum_halves<8, true>(pair, kTileKeys, 0, acc);
+  sum_halves<8>(pair, kTileKeys, 0, acc);
   __syncthreads();
   // per head: base-2 logits of the split's keys to the scratch, and the split's (max, Σ 2^(u − max))
   for (int h = warp * 8; h < warp * 8 + 8; ++h) {
