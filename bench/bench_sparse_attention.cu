@@ -35,6 +35,7 @@ constexpr int64_t kEntryPool = int64_t{1} << 20;
 constexpr int kMaxBatch = 256;
 constexpr int kFp8Bytes = kDim + kDim / 32;
 constexpr int kNvfp4Bytes = kDim / 2 + kDim / 16;
+constexpr int kProfileWords = 20;  // SparseAttentionArgs::profile
 
 double flop_per_query() {
   return 2.0 * kHeads * kDim * (kWindow + kTopk) * 2.0;
@@ -95,10 +96,10 @@ double cublas_attention_shape_tflops(int batch, cudaStream_t stream) {
 // launch with args.profile set).
 void print_profile(fc::SparseAttentionArgs args, cudaStream_t stream, fc::SparseAttentionVariant variant,
                    unsigned long long* device_profile, const std::string& name) {
-  FKV_CUDA_CHECK(cudaMemsetAsync(device_profile, 0, 10 * sizeof(unsigned long long), stream));
+  FKV_CUDA_CHECK(cudaMemsetAsync(device_profile, 0, kProfileWords * sizeof(unsigned long long), stream));
   args.profile = device_profile;
   fc::sparse_attention(args, stream, variant);
-  unsigned long long p[10];
+  unsigned long long p[kProfileWords];
   FKV_CUDA_CHECK(cudaMemcpyAsync(p, device_profile, sizeof p, cudaMemcpyDeviceToHost, stream));
   FKV_CUDA_CHECK(cudaStreamSynchronize(stream));
   const auto us = [&](int a, int b) { return static_cast<double>(p[5 + b] - p[5 + a]) * 1e-3; };
@@ -108,6 +109,15 @@ void print_profile(fc::SparseAttentionArgs args, cudaStream_t stream, fc::Sparse
       "(%.1fK), P.V %.1f us (%.1fK), total %.1f us (%.1fK cycles)\n",
       name.c_str(), us(0, 1), kcycles(0, 1), us(1, 2), kcycles(1, 2), us(2, 3), kcycles(2, 3), us(3, 4),
       kcycles(3, 4), us(0, 4), kcycles(0, 4));
+  // the sixth key tile of each pass, by stage (cycles; 0 where the variant has no such mark)
+  const auto d = [&](int a, int b) {
+    return p[a] != 0 && p[b] != 0 ? static_cast<double>(p[b] - p[a]) : 0.0;
+  };
+  std::printf(
+      "  tile 5 %s (CTA 0, cycles): Q.K^T %.0f | %.0f | %.0f | %.0f (wgmma: decode | barrier+MMA | sum | -; "
+      "pipelined: MMA issue+decode half | MMA wait | sum | store rest+barrier), P.V %.0f | %.0f | %.0f "
+      "(wgmma: decode | barrier+MMA | barrier; pipelined: MMA issue+decode | MMA wait | barrier)\n",
+      name.c_str(), d(10, 11), d(11, 12), d(12, 13), d(13, 14), d(15, 16), d(16, 17), d(17, 18));
 }
 
 }  // namespace
@@ -144,7 +154,7 @@ int main() {
     fb::fill_random(sink.as<float>(), kHeads, 14, 1.0f, stream);
     // the split-keys scratch allocated once (as an engine would), not per call
     fb::DeviceBuffer workspace(fc::sparse_attention_workspace_bytes(kMaxBatch, kWindow, kTopk));
-    fb::DeviceBuffer profile(10 * sizeof(unsigned long long));
+    fb::DeviceBuffer profile(kProfileWords * sizeof(unsigned long long));
     make_indices<<<kMaxBatch, 256, 0, stream>>>(window_rows.as<int32_t>(), selection.as<int32_t>(), 15);
     FKV_CUDA_CHECK_LAUNCH();
     FKV_CUDA_CHECK(cudaStreamSynchronize(stream));

@@ -222,7 +222,16 @@ struct Layout {
   int* counts;
   int key_stride;
   int prob_row_bytes;  // P row stride: key_stride·4 (in place over the logits) or key_stride·2 (compact)
+  unsigned long long* profile;  // diagnostics (SparseAttentionArgs::profile) or null
 };
+
+// Diagnostics: clock64() of CTA 0's thread 0 into profile word `word` during key tile kMarkTile (the sixth:
+// past the warm-up, inside the entries) of a pass, so the bench can split a tile's time into its stages.
+constexpr int kMarkTile = 5;
+__device__ inline void tile_mark(const Layout& s, int tile, int word) {
+  if (s.profile == nullptr || tile != kMarkTile || blockIdx.x != 0 || threadIdx.x != 0) return;
+  s.profile[word] = static_cast<unsigned long long>(clock64());
+}
 
 __device__ inline int logit_column(int h, int t) {
   return t ^ ((h & 7) << 3);
@@ -683,7 +692,9 @@ __device__ void compute_logits(const Layout& s, const KeySource& src, const uint
   TileRecords<kTileKeys> records;
   if (tiles > 0) load_tile(s, src, 0, records);
   for (int tile = 0; tile < tiles; ++tile) {
+    tile_mark(s, tile, 10);
     store_tile<kTileKeys, kWgmma>(s.tile, src, tile, records);
+    tile_mark(s, tile, 11);
     __syncthreads();  // tile complete; the previous tile's partial sums are in
     if (tile + 1 < tiles) load_tile(s, src, tile + 1, records);
 
@@ -707,7 +718,9 @@ __device__ void compute_logits(const Layout& s, const KeySource& src, const uint
         }
       }
     }
+    tile_mark(s, tile, 12);
     sum_halves<8>(s.logits, s.key_stride, tile * kTileKeys, acc);
+    tile_mark(s, tile, 13);
   }
   __syncthreads();
 }
@@ -732,20 +745,24 @@ __device__ void compute_logits_pipelined(const Layout& s, const KeySource& src, 
   if (tiles > 1) load_tile(s, src, 1, records);
   __syncthreads();  // tile 0 stored
   for (int tile = 0; tile < tiles; ++tile) {
+    tile_mark(s, tile, 10);
     float acc[32];
 #pragma unroll
     for (int i = 0; i < 32; ++i) acc[i] = 0.0f;
     issue_qk_wgmma(acc, qa, smem_address(s.tile), dim0);
     KeptChunks kept;
     if (tile + 1 < tiles) keep_chunks(src, tile + 1, records, kept);
+    tile_mark(s, tile, 11);
     wait_wgmma(acc);
-    sum_halves<8>(s.logits, s.key_stride, tile * kTileKeys,
-                  acc);  // also: every warp is done with the tile
+    tile_mark(s, tile, 12);
+    sum_halves<8>(s.logits, s.key_stride, tile * kTileKeys, acc);  // also: every warp is done with the tile
+    tile_mark(s, tile, 13);
     if (tile + 1 < tiles) {
       store_kept_and_rest(s.tile, src, tile + 1, records, kept);
       if (tile + 2 < tiles) load_tile(s, src, tile + 2, records);
     }
     __syncthreads();  // tile + 1 stored
+    tile_mark(s, tile, 14);
   }
 }
 
@@ -914,12 +931,16 @@ __device__ void compute_output_wgmma(const Layout& s, const KeySource& src, int 
   TileRecords<kTileKeys> records;
   if (tiles > 0) load_tile(s, src, 0, records);
   for (int tile = 0; tile < tiles; ++tile) {
+    tile_mark(s, tile, 15);
     store_tile<kTileKeys>(s.tile, src, tile, records);
+    tile_mark(s, tile, 16);
     __syncthreads();
     if (tile + 1 < tiles) load_tile(s, src, tile + 1, records);
     issue_pv_wgmma<4>(acc, probs, s.prob_row_bytes, tile * kTileKeys / 8, smem_address(s.tile), kSlabBytes);
     wait_wgmma(acc);
+    tile_mark(s, tile, 17);
     __syncthreads();  // the tile is free for the next one
+    tile_mark(s, tile, 18);
   }
   store_output<32>(acc, 16 * (warp & 3), 256 * (warp >> 2), out_row);
 }
@@ -940,14 +961,18 @@ __device__ void compute_output_pipelined(const Layout& s, const KeySource& src, 
   if (tiles > 1) load_tile(s, src, 1, records);
   __syncthreads();
   for (int tile = 0; tile < tiles; ++tile) {
+    tile_mark(s, tile, 15);
     uint8_t* const buffer = (tile & 1) != 0 ? second : s.tile;
     issue_pv_wgmma<4>(acc, probs, s.prob_row_bytes, tile * kTileKeys / 8, smem_address(buffer), kSlabBytes);
     if (tile + 1 < tiles) {
       store_tile<kTileKeys>((tile & 1) != 0 ? s.tile : second, src, tile + 1, records);
       if (tile + 2 < tiles) load_tile(s, src, tile + 2, records);
     }
+    tile_mark(s, tile, 16);
     wait_wgmma(acc);
+    tile_mark(s, tile, 17);
     __syncthreads();  // next buffer complete; this buffer free again
+    tile_mark(s, tile, 18);
   }
   store_output<32>(acc, 16 * (warp & 3), 256 * (warp >> 2), out_row);
 }
@@ -993,6 +1018,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   s.counts = s.keys + key_stride;
   s.key_stride = key_stride;
   s.prob_row_bytes = key_stride * (kImpl == 2 ? 2 : 4);
+  s.profile = args.profile;
 
   const int64_t row = blockIdx.x;
   profile_point(args.profile, 0);
@@ -1058,6 +1084,7 @@ __device__ inline Layout split_layout(uint8_t* smem, const SparseAttentionArgs& 
   s.counts = s.keys + 2 * key_stride;
   s.key_stride = key_stride;
   s.prob_row_bytes = kTileKeys * 2;  // (split_output_kernel's own P layout)
+  s.profile = nullptr;
   build_key_list(args, blockIdx.x, s.keys + key_stride, s.keys, s.counts);
   return s;
 }
