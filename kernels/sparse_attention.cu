@@ -679,14 +679,11 @@ __device__ inline void sum_halves(float* rows, int stride, int column0, const fl
 // --------------------------------------------------------------------------
 
 template <bool kWgmma>
-__device__ void compute_logits(const Layout& s, const KeySource& src, const uint16_t* q_row, int tiles) {
+__device__ void compute_logits(const Layout& s, const KeySource& src, const uint32_t (&qa)[16][4],
+                               int tiles) {
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
-  const int head0 = 16 * (warp & 3);   // this warp's 16 heads (its rows in the warpgroup)
-  const int dim0 = 256 * (warp >> 2);  // and its warpgroup's half of the channels
-
-  uint32_t qa[16][4];
-  load_q_fragments(q_row, head0, dim0, qa);
+  const int dim0 = 256 * (warp >> 2);  // this warp's warpgroup's half of the channels
 
   const int mi = lane / 8, r = lane % 8;
   TileRecords<kTileKeys> records;
@@ -729,13 +726,10 @@ __device__ void compute_logits(const Layout& s, const KeySource& src, const uint
 // decodes half of its chunks of tile t + 1 into registers (KeptChunks); once both warpgroups' products of
 // tile t are in (sum_halves, a CTA barrier), those are stored and the other half decoded and stored, then
 // tile t + 2's loads start. The logits fill the shared memory, so the second buffer is the register file.
-__device__ void compute_logits_pipelined(const Layout& s, const KeySource& src, const uint16_t* q_row,
+__device__ void compute_logits_pipelined(const Layout& s, const KeySource& src, const uint32_t (&qa)[16][4],
                                          int tiles) {
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int dim0 = 256 * (warp >> 2);
-
-  uint32_t qa[16][4];
-  load_q_fragments(q_row, 16 * (warp & 3), dim0, qa);
 
   TileRecords<kTileKeys> records;
   if (tiles > 0) {
@@ -779,20 +773,24 @@ __device__ inline float exp2_approx(float x) {
   return y;
 }
 
+// Head row of the softmax's row group `group` (0-3) that warp `warp` takes as its j-th (0-1).
+__device__ inline int softmax_row(int warp, int group, int j) {
+  return 16 * group + 2 * warp + j;
+}
+
 // The rows go in four groups of 16, two rows per warp (the two rows' loads, shuffle chains and exps are
 // independent and interleave; round 4 did one row at a time with a global load of the sink per row, ~5x the
 // instruction count). The sinks of the warp's rows are read once, up front. P of row h goes to prob_chunk:
 // in place over the first half of row h's logits, or compact (row stride key_stride·2 bytes), where group g
 // writes over the logits of rows [8g, 8g + 8) — read by group g/2 at the latest, and all reads of a group are
 // done (CTA barrier) before any of its P is written.
-__device__ void compute_probabilities(const Layout& s, int total, int tiles, const float* sink, float scale) {
+__device__ void compute_probabilities(const Layout& s, int total, int tiles, float lane_sink, float scale) {
   constexpr float kLog2e = 1.4426950408889634f;
   constexpr int kRows = 2;              // rows in flight per warp
   const float scale2 = scale * kLog2e;  // logits in base 2
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
-  const auto row_of = [&](int group, int j) { return 16 * group + kRows * warp + j; };
-  const float lane_sink = lane < 8 ? sink[row_of(lane / kRows, lane % kRows)] * kLog2e : 0.0f;
+  const auto row_of = [&](int group, int j) { return softmax_row(warp, group, j); };
   for (int group = 0; group < kHeads / 16; ++group) {
     float2 e[kRows][kMaxTiles];
     float peak[kRows], sink2[kRows], sum[kRows];
@@ -800,7 +798,7 @@ __device__ void compute_probabilities(const Layout& s, int total, int tiles, con
     for (int j = 0; j < kRows; ++j) {
       const int h = row_of(group, j);
       const float* row = s.logits + static_cast<size_t>(h) * s.key_stride;
-      sink2[j] = __shfl_sync(0xffffffffu, lane_sink, kRows * group + j);
+      sink2[j] = __shfl_sync(0xffffffffu, lane_sink, kRows * group + j) * kLog2e;
       peak[j] = sink2[j];
 #pragma unroll
       for (int i = 0; i < kMaxTiles; ++i) {
@@ -1022,25 +1020,31 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   const int64_t row = blockIdx.x;
   profile_point(args.profile, 0);
+  // Loads that need no key list are issued first, so their latency (the first touch of each array in the
+  // launch) overlaps the key list's: this warp's Q fragments, and the sinks of its softmax rows.
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  uint32_t qa[16][4];
+  load_q_fragments(args.q + row * kHeads * kDim, 16 * (warp & 3), 256 * (warp >> 2), qa);
+  const float lane_sink = lane < 8 ? args.sink[softmax_row(warp, lane / 2, lane % 2)] : 0.0f;
   build_key_list(args, row, reinterpret_cast<int32_t*>(s.logits), s.keys, s.counts);  // logits area: free yet
   prefetch_records(args, s.keys, s.counts[0], s.counts[1]);
   profile_point(args.profile, 1);
   const KeySource src{args.window_records, args.entry_records, s.counts[0], s.counts[1]};
   const int tiles = (src.total + kTileKeys - 1) / kTileKeys;
 
-  const uint16_t* q_row = args.q + row * kHeads * kDim;
   uint16_t* out_row = args.out + row * kHeads * kDim;
   if constexpr (kImpl == 2) {
-    compute_logits_pipelined(s, src, q_row, tiles);
+    compute_logits_pipelined(s, src, qa, tiles);
   } else {
-    compute_logits<kImpl == 1>(s, src, q_row, tiles);
+    compute_logits<kImpl == 1>(s, src, qa, tiles);
   }
   TileRecords<kTileKeys> first;  // the pipelined P·V's first tile, loaded across the softmax
   if constexpr (kImpl == 2) {
     if (tiles > 0) load_tile(s, src, 0, first);
   }
   profile_point(args.profile, 2);
-  compute_probabilities(s, src.total, tiles, args.sink, scale);
+  compute_probabilities(s, src.total, tiles, lane_sink, scale);
   profile_point(args.profile, 3);
   if constexpr (kImpl == 0) {
     compute_output_mma(s, src, tiles, out_row);
