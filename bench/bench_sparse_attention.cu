@@ -118,6 +118,8 @@ void print_profile(fc::SparseAttentionArgs args, cudaStream_t stream, fc::Sparse
       "pipelined: MMA issue+decode half | MMA wait | sum | store rest+barrier), P.V %.0f | %.0f | %.0f "
       "(wgmma: decode | barrier+MMA | barrier; pipelined: MMA issue+decode | MMA wait | barrier)\n",
       name.c_str(), d(10, 11), d(11, 12), d(12, 13), d(13, 14), d(15, 16), d(16, 17), d(17, 18));
+  std::printf("  key list %s (CTA 0, cycles): build %.0f, records' L2 prefetch %.0f\n", name.c_str(),
+              d(0, 19), d(19, 1));
 }
 
 }  // namespace

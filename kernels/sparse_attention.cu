@@ -1028,6 +1028,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   load_q_fragments(args.q + row * kHeads * kDim, 16 * (warp & 3), 256 * (warp >> 2), qa);
   const float lane_sink = lane < 8 ? args.sink[softmax_row(warp, lane / 2, lane % 2)] : 0.0f;
   build_key_list(args, row, reinterpret_cast<int32_t*>(s.logits), s.keys, s.counts);  // logits area: free yet
+  tile_mark(s, kMarkTile, 19);
   prefetch_records(args, s.keys, s.counts[0], s.counts[1]);
   profile_point(args.profile, 1);
   const KeySource src{args.window_records, args.entry_records, s.counts[0], s.counts[1]};

@@ -53,7 +53,8 @@ struct SparseAttentionArgs {
   // Diagnostics only (null otherwise): 20 device words; CTA 0 of the one-CTA-per-row variants writes
   // clock64() at its start, after the key list, after Q·Kᵀ, after the softmax and at its end (words 0-4), and
   // %globaltimer (ns) at the same points (words 5-9); words 10-18: clock64() at the stage boundaries of the
-  // sixth key tile of Q·Kᵀ (10-14) and of P·V (15-18), as sparse_attention.cu's tile_mark calls place them.
+  // sixth key tile of Q·Kᵀ (10-14) and of P·V (15-18), as sparse_attention.cu's tile_mark calls place them;
+  // word 19: clock64() after the key list is built (before the records' L2 prefetch).
   unsigned long long* profile = nullptr;
   // kSplitKeys scratch (optional): at least sparse_attention_workspace_bytes(n, window_cap, topk) bytes of
   // device memory, 16-byte aligned; when absent the call takes it from cudaMallocAsync on the stream.
