@@ -335,6 +335,33 @@ __device__ uint32_t bf16x2_bits(float lo, float hi) {
   return bits;
 }
 
+// Second chance for a declined channel: v = w·(x·r) in double with r = RN(1/RN(sqrt(mean square))) from the
+// any-order Σx² (within 2^-43 of the CPU's mean square: 511 roundings of 2^-53 on each side), so v is within
+// 2^-44 + 2^-51 (r and the two products) of the exact value from the CPU's sum, and the CPU's double within
+// 3·2^-53 of that: |v − CPU| < 2^-43·|v|. When v is farther than that from the fp32 rounding boundaries
+// around RN32(v) (±half an fp32 ulp; powers of two, whose lower boundary is nearer, are left open), the
+// CPU's fp32 value is RN32(v), and its BF16 rounding goes to `bits`. Zero is exact (x or w zero: the signed
+// zero of w·x). Returns false (open) otherwise: about 2^-19 of the channels, tiny values, a non-finite r.
+__device__ bool double_norm_bf16(float x, float w, double inverse_root_d, uint32_t& bits) {
+  if (!(inverse_root_d > 0.0 && inverse_root_d < 0x1p1000)) return false;
+  const double v = __dmul_rn(static_cast<double>(w), __dmul_rn(static_cast<double>(x), inverse_root_d));
+  if (v == 0.0) {
+    bits = static_cast<uint32_t>(__double2hiint(v) >> 16) & 0x8000u;
+    return true;
+  }
+  const double magnitude = fabs(v);
+  if (!(magnitude >= 0x1p-100 && magnitude < 0x1p100)) return false;
+  const float f = __double2float_rn(v);
+  const uint32_t f_bits = __float_as_uint(f);
+  if ((f_bits & 0x7fffffu) == 0) return false;
+  const double off = fabs(__dsub_rn(v, static_cast<double>(f)));  // exact: v and f share the binade
+  const double half_ulp =
+      __hiloint2double((static_cast<int>((f_bits >> 23) & 0xffu) - 127 - 24 + 1023) << 20, 0);
+  if (!(__dsub_rn(half_ulp, off) > 0x1p-43 * magnitude)) return false;
+  bits = bf16x2_bits(f, 0.0f) & 0xffffu;
+  return true;
+}
+
 // Faithful rows: the fast path needs Σx² only to fp32 accuracy (the any-order double sum is within 2^-44 of
 // the CPU's, which the margin absorbs), so the CPU's exact sum is formed only for rows where some channel
 // declined it (about one in eight).
@@ -374,16 +401,34 @@ __device__ void rms_norm_chunk(float (&x)[kChannels], const float* weight, bool 
       packed[2 * q] = bf16x2_bits(e[0], e[1]);
       packed[2 * q + 1] = bf16x2_bits(e[2], e[3]);
     }
-    // The channels near a midpoint take the CPU's double expression, with the CPU's exact Σx².
+    // Declined channels: a double estimate from the any-order mean square decides nearly all of them; the
+    // few it leaves open take the CPU's double expression with the CPU's exact Σx².
     if (__any_sync(kFullMask, declined) && !(ablate & kAblateNormFallback)) {
-      const double mean_square = mean_square_of(
-          exact_sum_of_squares<kLanes>(x, any_order, first_lane, significand_bits, ablate), dim, eps);
+      const double inverse_root_d = __drcp_rn(__dsqrt_rn(mean_square_of(any_order, dim, eps)));
+      uint32_t open = 0;  // bit i: channel i needs the exact path
       if (declined) {
 #pragma unroll
         for (int i = 0; i < kChannels; ++i) {
           const float w = __ldg(weight + lane_in_row * kChannels + i);
           if (!weights_bounded || norm_estimate_declined(norm_estimate(x[i], w, inverse_root))) {
-            const uint32_t bits = cpu_norm_bf16(x[i], w, mean_square);
+            uint32_t bits = 0;
+            if (double_norm_bf16(x[i], w, inverse_root_d, bits)) {
+              packed[i / 2] = i % 2 == 0 ? (packed[i / 2] & 0xffff0000u) | bits
+                                         : (packed[i / 2] & 0xffffu) | (bits << 16);
+            } else {
+              open |= 1u << i;
+            }
+          }
+        }
+      }
+      if (__any_sync(kFullMask, open != 0)) {
+        const double mean_square = mean_square_of(
+            exact_sum_of_squares<kLanes>(x, any_order, first_lane, significand_bits, ablate), dim, eps);
+#pragma unroll
+        for (int i = 0; i < kChannels; ++i) {
+          if (open & (1u << i)) {
+            const uint32_t bits =
+                cpu_norm_bf16(x[i], __ldg(weight + lane_in_row * kChannels + i), mean_square);
             packed[i / 2] =
                 i % 2 == 0 ? (packed[i / 2] & 0xffff0000u) | bits : (packed[i / 2] & 0xffffu) | (bits << 16);
           }
