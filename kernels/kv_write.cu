@@ -877,21 +877,28 @@ __device__ void for_each_input_row(int64_t n, const DeviceRows& input, InputRing
   // Copies the row group starting at `first` into `slot`, lane L taking units L, L + 32, …: each copy
   // instruction moves 512 contiguous bytes (rows past the end repeat row n − 1). Nothing when `first` is
   // past the end: the group is then empty, which keeps one group per slot for the wait counts.
+  const int copy_column = lane ^ ((lane >> 3) & 3);  // where unit 32u + lane goes in its ring row
   const auto issue = [&](int64_t first, int slot) {
     if (first < n) {
-      const auto* group = static_cast<const uint8_t*>(input.data) +
-                          static_cast<size_t>(first * kDim) * element_bytes;  // the group's rows back to back
-      const int64_t rows_left = n - first;
+      const auto* group =
+          static_cast<const uint8_t*>(input.data) +
+          static_cast<size_t>(first) * (kDim * element_bytes);  // the group's rows back to back
+      uint4* const dst = warp_ring + slot * units * kThreads + copy_column;
+      if (kRowsPerWarp == 1 || n - first >= kRowsPerWarp) {
 #pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        if (u < units) {
-          const int j = 32 * u + lane;
-          const int owner = j >> (units / 2);  // j / units
-          const uint8_t* src = group + 16 * j;
-          if (rows_left < kRowsPerWarp && owner / kLanes >= rows_left) {  // the last group's idle rows
-            src -= static_cast<size_t>((owner / kLanes - rows_left + 1) * kDim) * element_bytes;
+        for (int u = 0; u < 4; ++u) {
+          if (u < units) cp_async16(dst + u * kThreads, group + 16 * (32 * u + lane));
+        }
+      } else if constexpr (kRowsPerWarp > 1) {  // the last group: its idle rows repeat row n − 1
+        const int rows_left = static_cast<int>(n - first);
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          if (u < units) {
+            const int j = 32 * u + lane;
+            const int row_in_group = (j >> (units / 2)) / kLanes;  // of the owner lane j / units
+            const int back = row_in_group >= rows_left ? row_in_group - rows_left + 1 : 0;
+            cp_async16(dst + u * kThreads, group + 16 * j - static_cast<size_t>(back * kDim) * element_bytes);
           }
-          cp_async16(unit_in_slot(slot, j), src);
         }
       }
     }
