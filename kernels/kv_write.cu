@@ -340,26 +340,27 @@ __device__ uint32_t bf16x2_bits(float lo, float hi) {
 // 2^-44 + 2^-51 (r and the two products) of the exact value from the CPU's sum, and the CPU's double within
 // 3·2^-53 of that: |v − CPU| < 2^-43·|v|. When v is farther than that from the fp32 rounding boundaries
 // around RN32(v) (±half an fp32 ulp; powers of two, whose lower boundary is nearer, are left open), the
-// CPU's fp32 value is RN32(v), and its BF16 rounding goes to `bits`. Zero is exact (x or w zero: the signed
-// zero of w·x). Returns false (open) otherwise: about 2^-19 of the channels, tiny values, a non-finite r.
-__device__ bool double_norm_bf16(float x, float w, double inverse_root_d, uint32_t& bits) {
-  if (!(inverse_root_d > 0.0 && inverse_root_d < 0x1p1000)) return false;
+// CPU's fp32 value is RN32(v), and its BF16 rounding is returned. Zero is exact (x or w zero: the signed
+// zero of w·x). Returns kNormOpen otherwise: about 2^-19 of the channels, tiny values, a non-finite r. Out of
+// line: declined channels are rare, and sixteen inlined copies cost instruction-cache room on the hot path.
+constexpr uint32_t kNormOpen = 0x10000u;  // double_norm_bf16: left open
+
+__device__ __noinline__ uint32_t double_norm_bf16(float x, float w, double inverse_root_d) {
+  if (!(inverse_root_d > 0.0 && inverse_root_d < 0x1p1000)) return kNormOpen;
   const double v = __dmul_rn(static_cast<double>(w), __dmul_rn(static_cast<double>(x), inverse_root_d));
   if (v == 0.0) {
-    bits = static_cast<uint32_t>(__double2hiint(v) >> 16) & 0x8000u;
-    return true;
+    return static_cast<uint32_t>(__double2hiint(v) >> 16) & 0x8000u;
   }
   const double magnitude = fabs(v);
-  if (!(magnitude >= 0x1p-100 && magnitude < 0x1p100)) return false;
+  if (!(magnitude >= 0x1p-100 && magnitude < 0x1p100)) return kNormOpen;
   const float f = __double2float_rn(v);
   const uint32_t f_bits = __float_as_uint(f);
-  if ((f_bits & 0x7fffffu) == 0) return false;
+  if ((f_bits & 0x7fffffu) == 0) return kNormOpen;
   const double off = fabs(__dsub_rn(v, static_cast<double>(f)));  // exact: v and f share the binade
   const double half_ulp =
       __hiloint2double((static_cast<int>((f_bits >> 23) & 0xffu) - 127 - 24 + 1023) << 20, 0);
-  if (!(__dsub_rn(half_ulp, off) > 0x1p-43 * magnitude)) return false;
-  bits = bf16x2_bits(f, 0.0f) & 0xffffu;
-  return true;
+  if (!(__dsub_rn(half_ulp, off) > 0x1p-43 * magnitude)) return kNormOpen;
+  return bf16x2_bits(f, 0.0f) & 0xffffu;
 }
 
 // Faithful rows: the fast path needs Σx² only to fp32 accuracy (the any-order double sum is within 2^-44 of
@@ -411,8 +412,8 @@ __device__ void rms_norm_chunk(float (&x)[kChannels], const float* weight, bool 
         for (int i = 0; i < kChannels; ++i) {
           const float w = __ldg(weight + lane_in_row * kChannels + i);
           if (!weights_bounded || norm_estimate_declined(norm_estimate(x[i], w, inverse_root))) {
-            uint32_t bits = 0;
-            if (double_norm_bf16(x[i], w, inverse_root_d, bits)) {
+            const uint32_t bits = double_norm_bf16(x[i], w, inverse_root_d);
+            if (bits != kNormOpen) {
               packed[i / 2] = i % 2 == 0 ? (packed[i / 2] & 0xffff0000u) | bits
                                          : (packed[i / 2] & 0xffffu) | (bits << 16);
             } else {
