@@ -220,11 +220,11 @@ struct PreparedQueries {
   int2* key_range;  // [n]: key exponents [lo, hi] the narrow-term path takes (lo > hi: none)
 };
 
-// One CTA per query row; each warp codes (head, block) slots, one lane per channel. A row whose heads
-// each span at most kNarrowSpan binades over their four blocks is "narrow": its values are stored shifted
-// to the head's smallest block exponent (doubled E2M1 times 2^(e_b - e_min) <= 96, still int8) and every
-// block scale of the head is 2^(e_min); span[row] is then 0. Otherwise values are unshifted and
-// span[row] is the largest head spread.
+// One CTA per query row; warp w codes heads w and w + 32, each lane four channels (lanes 8b..8b+7 hold
+// scale block b). A row whose heads each span at most kNarrowSpan binades over their four blocks is
+// "narrow": its values are stored shifted to the head's smallest block exponent (doubled E2M1 times
+// 2^(e_b - e_min) <= 96, still int8) and every block scale of the head is 2^(e_min); span[row] is then 0.
+// Otherwise values are unshifted and span[row] is the largest head spread.
 constexpr int kPrepareThreads = 1024;
 constexpr int kNarrowSpan = 3;
 
@@ -257,44 +257,118 @@ constexpr int kKeyOffset = 96;        // unsigned key operand = 96 + pre-shifted
 // 2^(L_h + ek − 263): the double sum of 32 of them is exact while max L − min L + 34 <= 53.
 constexpr int kMaxTermSpread = 17;
 
-// Narrow-term constants of row blockIdx.x (all threads of the preparation CTA call it): per head the
-// accumulator start kAccBias − 96·Σ v_q and ws; per row the accepted key exponent range: every nonzero
-// value normal for ek >= 130 − eq (dot) and ek >= 130 − L (w·dot), sums finite for ek <= 362 − eq and
-// ek <= 355 − L; the scaled chain normal for 23 <= L <= 248. Zero weights give zero terms either way.
+// Per head, in registers of its warp (every lane holds the head-level values).
+struct PreparedHead {
+  int8_t doubled[4];  // 2·E2M1 value of the lane's channels
+  int code;           // E8M0 code of the lane's block
+  int low, high;      // smallest and largest block code of the head
+};
+
+// Codes head `head` of row `row` from the lane's four channels x; returns whether the head is exactly
+// MXFP4 with normal-range scales (2^(code - 129) a normal float, decode(encode(x)) == x).
+__device__ inline bool code_head(float4 x, PreparedHead& h) {
+  const float v[4] = {x.x, x.y, x.z, x.w};
+  float amax = 0.0f;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) amax = nm::amax_update(amax, v[k]);
+#pragma unroll
+  for (int offset = 1; offset < 8; offset <<= 1)  // the block's 8 lanes
+    amax = nm::amax_combine(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, offset));
+  const uint8_t code = nm::mxfp4_block_scale_code(amax);
+  const float scale = nm::e8m0_to_float(code);
+  bool exact = code >= 3 && code != 0xFF;
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    const uint8_t c = nm::mxfp4_encode(v[k], scale);
+    exact = exact && nm::fp4_decode(c, scale) == v[k];
+    h.doubled[k] = static_cast<int8_t>(2.0f * nm::e2m1_to_float(c));
+  }
+  h.code = code;
+  h.low = h.high = code;
+#pragma unroll
+  for (int offset = 8; offset < 32; offset <<= 1) {  // over the four blocks
+    h.low = min(h.low, __shfl_xor_sync(0xFFFFFFFFu, h.low, offset));
+    h.high = max(h.high, __shfl_xor_sync(0xFFFFFFFFu, h.high, offset));
+  }
+  return __all_sync(0xFFFFFFFFu, exact);
+}
+
 constexpr int kPrepareWarps = kPrepareThreads / 32;
 constexpr int kHeadsPerPrepareWarp = kMaxFastHeads / kPrepareWarps;
 
-// weight[i]: the weight of head warp + 32·i, loaded at the kernel's start.
-__device__ void prepare_narrow_terms(const float (&weight)[kHeadsPerPrepareWarp], int heads, bool narrow,
-                                     const int* exponents, const int* head_min, const int8_t* doubled_values,
-                                     PreparedQueries out) {
-  __shared__ int key_lo, key_hi, spread_lo, spread_hi, usable;
+// Narrow-term constants (narrow_terms below) are written for narrow, exact rows: per head the
+// accumulator start kAccBias − 96·Σ v_q and ws = w·2^(eq − 127); per row the accepted key exponent range:
+// every nonzero value normal for ek >= 130 − eq (dot) and ek >= 130 − L (w·dot), L = ilogb(w) + eq,
+// sums finite for ek <= 362 − eq and ek <= 355 − L; the scaled chain normal for 23 <= L <= 248; the
+// terms' spread within kMaxTermSpread. Zero weights give zero terms either way.
+__global__ void __launch_bounds__(kPrepareThreads)
+    prepare_queries_kernel(const float* queries, const float* weights, int heads, PreparedQueries out) {
+  __shared__ int all_exact, max_span, key_lo, key_hi, spread_lo, spread_hi, usable;
   const int64_t row = blockIdx.x;
-  const int lane = threadIdx.x & 31;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  allow_next_grid();  // the scores kernel may start its key loads (it waits for this grid's results)
+  // All loads first (one memory latency).
+  float4 x[kHeadsPerPrepareWarp];
+  float weight[kHeadsPerPrepareWarp];
+#pragma unroll
+  for (int i = 0; i < kHeadsPerPrepareWarp; ++i) {
+    const int head = warp + i * kPrepareWarps;
+    const bool mine = head < heads;
+    x[i] = mine ? reinterpret_cast<const float4*>(queries + (row * heads + head) * kFastDim)[lane]
+                : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    weight[i] = mine ? weights[row * heads + head] : 0.0f;
+  }
   if (threadIdx.x == 0) {
+    all_exact = 1;
+    max_span = 0;
     key_lo = 32;  // narrow tiles only have key exponents in [32, 223]
     key_hi = 223;
     spread_lo = 1 << 20;
     spread_hi = -(1 << 20);
-    usable = narrow;
+    usable = 1;
   }
   __syncthreads();
-  if (!narrow) {
-    if (threadIdx.x == 0) out.key_range[row] = make_int2(1, 0);
-    return;
-  }
+  PreparedHead h[kHeadsPerPrepareWarp];
 #pragma unroll
   for (int i = 0; i < kHeadsPerPrepareWarp; ++i) {
-    const int head = (threadIdx.x >> 5) + i * kPrepareWarps;
+    if (warp + i * kPrepareWarps >= heads) break;
+    const bool exact = code_head(x[i], h[i]);
+    if (lane == 0) {
+      if (!exact) atomicAnd(&all_exact, 0);
+      atomicMax(&max_span, h[i].high - h[i].low);
+    }
+  }
+  __syncthreads();
+  const bool narrow = max_span <= kNarrowSpan, exact = all_exact != 0;
+#pragma unroll
+  for (int i = 0; i < kHeadsPerPrepareWarp; ++i) {
+    const int head = warp + i * kPrepareWarps;
     if (head >= heads) break;
+    const int shift = narrow ? h[i].code - h[i].low : 0;
+    uint32_t values = 0, negated = 0;
     int sum = 0;
-    for (int c = lane; c < kFastDim; c += 32)
-      sum += doubled_values[head * kFastDim + c] *
-             (1 << (exponents[head * kFastBlocks + c / 32] - head_min[head]));
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const int value = h[i].doubled[k] * (1 << shift);
+      sum += value;
+      values |= static_cast<uint32_t>(static_cast<uint8_t>(value)) << (8 * k);
+      negated |= static_cast<uint32_t>(static_cast<uint8_t>(-value)) << (8 * k);
+    }
+    const int64_t at = (row * heads + head) * kFastDim + 4 * lane;
+    *reinterpret_cast<uint32_t*>(out.values + at) = values;
+    *reinterpret_cast<uint32_t*>(out.negated + at) = negated;
+    // Lanes 0..3 write the scales of blocks 0..3 (block b's code is on lane 8b).
+    const int block_code = __shfl_sync(0xFFFFFFFFu, h[i].code, 8 * (lane & 3));
+    if (lane < kFastBlocks) {
+      const int e = narrow ? h[i].low : block_code;
+      out.scales[(row * heads + head) * kFastBlocks + lane] =
+          exact ? __uint_as_float(static_cast<uint32_t>(e - 2) << 23) : 0.0f;
+    }
+    if (!(narrow && exact)) continue;
     sum = __reduce_add_sync(0xFFFFFFFFu, sum);
     if (lane != 0) continue;
     const float w = weight[i];
-    const int eq = head_min[head];
+    const int eq = h[i].low;
     out.terms[row * heads + head] =
         make_int2(kAccBias - kKeyOffset * sum, __float_as_int(ldexpf(w, eq - 127)));
     if (!isfinite(w)) {
@@ -309,88 +383,12 @@ __device__ void prepare_narrow_terms(const float (&weight)[kHeadsPerPrepareWarp]
   }
   __syncthreads();
   if (threadIdx.x == 0) {
-    const bool ok = usable && spread_lo >= 23 && spread_hi <= 248 && spread_hi - spread_lo <= kMaxTermSpread;
+    out.fast[row] = exact;
+    out.span[row] = narrow ? 0 : max_span;
+    const bool ok = narrow && exact && usable && spread_lo >= 23 && spread_hi <= 248 &&
+                    spread_hi - spread_lo <= kMaxTermSpread;
     out.key_range[row] = ok ? make_int2(key_lo, key_hi) : make_int2(1, 0);
   }
-}
-
-__global__ void __launch_bounds__(kPrepareThreads)
-    prepare_queries_kernel(const float* queries, const float* weights, int heads, PreparedQueries out) {
-  __shared__ int all_exact, max_span;
-  __shared__ int exponents[kMaxFastHeads * kFastBlocks];
-  __shared__ int head_min[kMaxFastHeads];
-  __shared__ int8_t doubled_values[kMaxFastHeads * kFastDim];
-  const int64_t row = blockIdx.x;
-  const int lane = threadIdx.x & 31;
-  allow_next_grid();  // the scores kernel may start its key loads (it waits for this grid's results)
-  float weight[kHeadsPerPrepareWarp];  // of head warp + 32·i (for prepare_narrow_terms; loaded early)
-#pragma unroll
-  for (int i = 0; i < kHeadsPerPrepareWarp; ++i) {
-    const int head = (threadIdx.x >> 5) + i * kPrepareWarps;
-    weight[i] = head < heads ? weights[row * heads + head] : 0.0f;
-  }
-  if (threadIdx.x == 0) {
-    all_exact = 1;
-    max_span = 0;
-  }
-  __syncthreads();
-  // All of a warp's loads first (one memory latency, not one per slot): slot = head * 4 + block.
-  constexpr int kWarps = kPrepareWarps, kSlotsPerWarp = kMaxFastHeads * kFastBlocks / kWarps;
-  float loaded[kSlotsPerWarp];
-#pragma unroll
-  for (int i = 0; i < kSlotsPerWarp; ++i) {
-    const int slot = (threadIdx.x >> 5) + i * kWarps;
-    loaded[i] = slot < heads * kFastBlocks ? queries[(row * heads) * kFastDim + slot * 32 + lane] : 0.0f;
-  }
-#pragma unroll
-  for (int i = 0; i < kSlotsPerWarp; ++i) {
-    const int slot = (threadIdx.x >> 5) + i * kWarps;
-    if (slot >= heads * kFastBlocks) break;
-    const float x = loaded[i];
-    float amax = nm::amax_update(0.0f, x);
-#pragma unroll
-    for (int offset = 16; offset > 0; offset >>= 1)
-      amax = nm::amax_combine(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, offset));
-    const uint8_t code = nm::mxfp4_block_scale_code(amax);
-    const float scale = nm::e8m0_to_float(code);
-    const uint8_t c = nm::mxfp4_encode(x, scale);
-    // 2^(code - 129) must be a normal fp32, and decode(encode(x)) must give x back.
-    const bool exact = __all_sync(0xFFFFFFFFu, code >= 3 && code != 0xFF && nm::fp4_decode(c, scale) == x);
-    doubled_values[slot * 32 + lane] = static_cast<int8_t>(2.0f * nm::e2m1_to_float(c));
-    if (lane == 0) {
-      exponents[slot] = code;
-      if (!exact) atomicAnd(&all_exact, 0);
-    }
-  }
-  __syncthreads();
-  for (int head = threadIdx.x; head < heads; head += kPrepareThreads) {
-    int lo = 255, hi = 0;
-    for (int b = 0; b < kFastBlocks; ++b) {
-      lo = min(lo, exponents[head * kFastBlocks + b]);
-      hi = max(hi, exponents[head * kFastBlocks + b]);
-    }
-    head_min[head] = lo;
-    atomicMax(&max_span, hi - lo);
-  }
-  __syncthreads();
-  const bool narrow = max_span <= kNarrowSpan;
-  for (int i = threadIdx.x; i < heads * kFastDim; i += kPrepareThreads) {
-    const int slot = i / 32, head = i / kFastDim;
-    const int shift = narrow ? exponents[slot] - head_min[head] : 0;
-    const int value = doubled_values[i] * (1 << shift);
-    out.values[row * heads * kFastDim + i] = static_cast<int8_t>(value);
-    out.negated[row * heads * kFastDim + i] = static_cast<int8_t>(-value);
-  }
-  for (int slot = threadIdx.x; slot < heads * kFastBlocks; slot += kPrepareThreads) {
-    const int e = narrow ? head_min[slot / kFastBlocks] : exponents[slot];
-    out.scales[row * heads * kFastBlocks + slot] =
-        all_exact ? __uint_as_float(static_cast<uint32_t>(e - 2) << 23) : 0.0f;
-  }
-  if (threadIdx.x == 0) {
-    out.fast[row] = all_exact;
-    out.span[row] = narrow ? 0 : max_span;
-  }
-  prepare_narrow_terms(weight, heads, narrow && all_exact, exponents, head_min, doubled_values, out);
 }
 
 __device__ inline uint32_t byte_perm(uint32_t lo, uint32_t hi, uint32_t selector) {
@@ -878,7 +876,8 @@ size_t fast_scores_smem(int heads, int rows_per_cta) {
 bool fast_path_applies(const IndexScoringArgs& args) {
   return args.faithful && args.key_format == IndexKeyFormat::kMxfp4 && args.dim == kFastDim &&
          args.heads % 8 == 0 && args.heads <= kMaxFastHeads &&
-         reinterpret_cast<uintptr_t>(args.keys) % 16 == 0;
+         reinterpret_cast<uintptr_t>(args.keys) % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(args.queries) % 16 == 0;
 }
 
 struct PreparedLayout {
