@@ -3,7 +3,9 @@
 //   - index scores, faithful (MXFP4 key records from the CPU quantizer, MXFP4 fake-quantized queries,
 //     BF16 cast points) and clean (fp32 keys, arbitrary queries): bit-identical, every entry, for row
 //     counts 1..5, key counts that are not multiples of the CTA tile, visibility 0..count per row, the
-//     V4.1 shape (32 heads x 128) and a small one;
+//     V4.1 shape (32 heads x 128) and a small one; on the tensor-core path also weights that put head
+//     sums exactly on BF16 midpoints, tiny / huge weights with keys over ~100 binades (tiles inside and
+//     outside the narrow-term path's range in one row), and both BF16 rounding variants;
 //   - the candidate pool: identical bytes, for block maxima with heavy ties, empty pools (no visible
 //     entry), full pools (topk_blocks above the block count), m not a multiple of the block size;
 //   - the pool restriction: identical scores.
