@@ -114,12 +114,10 @@ void print_profile(fc::SparseAttentionArgs args, cudaStream_t stream, fc::Sparse
     return p[a] != 0 && p[b] != 0 ? static_cast<double>(p[b] - p[a]) : 0.0;
   };
   std::printf(
-      "  tile 5 %s (CTA 0, cycles): Q.K^T %.0f | %.0f | %.0f | %.0f (wgmma: decode | barrier+MMA | sum | -; "
-      "pipelined: MMA issue+decode half | MMA wait | sum | store rest+barrier), P.V %.0f | %.0f | %.0f "
-      "(wgmma: decode | barrier+MMA | barrier; pipelined: MMA issue+decode | MMA wait | barrier)\n",
-      name.c_str(), d(10, 11), d(11, 12), d(12, 13), d(13, 14), d(15, 16), d(16, 17), d(17, 18));
-  std::printf("  key list %s (CTA 0, cycles): build %.0f, records' L2 prefetch %.0f\n", name.c_str(),
-              d(0, 19), d(19, 1));
+      "  tile 5 %s (CTA 0, cycles): Q.K^T decode %.0f | barrier+MMA %.0f | halves sum %.0f, P.V decode %.0f "
+      "| "
+      "barrier+MMA %.0f | barrier %.0f\n",
+      name.c_str(), d(10, 11), d(11, 12), d(12, 13), d(15, 16), d(16, 17), d(17, 18));
 }
 
 }  // namespace
@@ -167,7 +165,6 @@ int main() {
       fc::SparseAttentionVariant variant;
       const char* name;
     } variants[] = {{fc::SparseAttentionVariant::kWgmma, "wgmma"},
-                    {fc::SparseAttentionVariant::kWgmmaPipelined, "wgmma_pipelined"},
                     {fc::SparseAttentionVariant::kSplitKeys, "split_keys"},
                     {fc::SparseAttentionVariant::kMmaSync, "mma"}};
     for (const auto& v : variants) {

@@ -207,21 +207,13 @@ __device__ inline uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
 // keys:   [key_stride] record indices: the row's visible window rows, then its selected entries.
 // counts: window keys, total keys.
 
-// Bytes of the logits area: the fp32 logits; for the pipelined P·V (compact P) at least the compact P plus a
-// second 64-key tile buffer, which go where the logits were.
-__host__ __device__ constexpr int logits_area_bytes(int key_stride, bool compact_p) {
-  const int logits = kHeads * key_stride * 4;
-  const int compact = kHeads * key_stride * 2 + kTileBytes;
-  return compact_p && compact > logits ? compact : logits;
-}
-
 struct Layout {
   uint8_t* tile;
   float* logits;
   int32_t* keys;
   int* counts;
   int key_stride;
-  int prob_row_bytes;  // P row stride: key_stride·4 (in place over the logits) or key_stride·2 (compact)
+  int prob_row_bytes;  // P row stride (P in place over the first half of each row's logits: key_stride·4)
   unsigned long long* profile;  // diagnostics (SparseAttentionArgs::profile) or null
 };
 
@@ -289,23 +281,6 @@ __device__ void build_key_list(const SparseAttentionArgs& args, int64_t row, int
     }
   }
   __syncthreads();
-}
-
-// Asks the L2 to fetch every record of the row's keys now, one bulk (TMA) prefetch per record: the tiles'
-// loads then find them in L2 instead of paying a DRAM (and TLB) miss each. The records of a row (~215 KB)
-// stay in L2 through both passes. Round 4 issued one prefetch per 128-byte line from every thread: ~3.8K
-// uncoalesced LSU requests per CTA, most of the 4-6 us key-list phase. Records are 16-byte aligned and
-// their sizes multiples of 16, as the bulk copy needs.
-__device__ inline void prefetch_records(const SparseAttentionArgs& args, const int32_t* keys, int window_keys,
-                                        int total) {
-  static_assert(kFp8RecordBytes % 16 == 0 && kNvfp4RecordBytes % 16 == 0, "bulk prefetch granularity");
-  for (int t = static_cast<int>(threadIdx.x); t < total; t += kThreads) {
-    const bool window = t < window_keys;
-    const uint32_t bytes = window ? kFp8RecordBytes : kNvfp4RecordBytes;
-    const uint8_t* record = window ? args.window_records + static_cast<size_t>(keys[t]) * kFp8RecordBytes
-                                   : args.entry_records + static_cast<size_t>(keys[t]) * kNvfp4RecordBytes;
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(record), "r"(bytes) : "memory");
-  }
 }
 
 // ---- dequantization of one key tile
@@ -543,32 +518,6 @@ __device__ inline void store_tile(uint8_t* buffer, const KeySource& src, int til
   fence_proxy_async();  // the wgmma variants read the tile through the async proxy
 }
 
-// The first kKept of one thread's chunks of a tile, decoded and held in registers until their buffer is free
-// (all eight would not fit beside Q's fragments and the records in flight).
-constexpr int kKept = 4;
-struct KeptChunks {
-  uint4 lo[kKept];
-  uint4 hi[kKept];
-};
-
-__device__ inline void keep_chunks(const KeySource& src, int tile, const TileRecords<kTileKeys>& r,
-                                   KeptChunks& d) {
-  decode_tile<kTileKeys, true, 0, kKept>(src, tile, r, [&](int i, uint4 lo, uint4 hi) {
-    d.lo[i] = lo;
-    d.hi[i] = hi;
-  });
-}
-
-// Stores the kept chunks, then decodes and stores the rest of the tile.
-__device__ inline void store_kept_and_rest(uint8_t* buffer, const KeySource& src, int tile,
-                                           const TileRecords<kTileKeys>& r, const KeptChunks& d) {
-#pragma unroll
-  for (int i = 0; i < kKept; ++i) store_decoded_chunk<kTileKeys>(buffer, i, d.lo[i], d.hi[i]);
-  decode_tile<kTileKeys, true, kKept>(
-      src, tile, r, [&](int i, uint4 lo, uint4 hi) { store_decoded_chunk<kTileKeys>(buffer, i, lo, hi); });
-  fence_proxy_async();
-}
-
 // A fragments of Q[head0 .. +16][dim0 .. +256] for this lane: 16 k-steps of m16n8k16 (also wgmma's register
 // A layout for the warp's 16 rows).
 __device__ inline void load_q_fragments(const uint16_t* q_row, int head0, int dim0, uint32_t (&qa)[16][4]) {
@@ -722,44 +671,6 @@ __device__ void compute_logits(const Layout& s, const KeySource& src, const uint
   __syncthreads();
 }
 
-// Pipelined Q·Kᵀ on 64-key tiles through one buffer: while the tensor cores multiply tile t, every thread
-// decodes half of its chunks of tile t + 1 into registers (KeptChunks); once both warpgroups' products of
-// tile t are in (sum_halves, a CTA barrier), those are stored and the other half decoded and stored, then
-// tile t + 2's loads start. The logits fill the shared memory, so the second buffer is the register file.
-__device__ void compute_logits_pipelined(const Layout& s, const KeySource& src, const uint32_t (&qa)[16][4],
-                                         int tiles) {
-  const int warp = static_cast<int>(threadIdx.x) / 32;
-  const int dim0 = 256 * (warp >> 2);
-
-  TileRecords<kTileKeys> records;
-  if (tiles > 0) {
-    load_tile(s, src, 0, records);
-    store_tile<kTileKeys>(s.tile, src, 0, records);
-  }
-  if (tiles > 1) load_tile(s, src, 1, records);
-  __syncthreads();  // tile 0 stored
-  for (int tile = 0; tile < tiles; ++tile) {
-    tile_mark(s, tile, 10);
-    float acc[32];
-#pragma unroll
-    for (int i = 0; i < 32; ++i) acc[i] = 0.0f;
-    issue_qk_wgmma(acc, qa, smem_address(s.tile), dim0);
-    KeptChunks kept;
-    if (tile + 1 < tiles) keep_chunks(src, tile + 1, records, kept);
-    tile_mark(s, tile, 11);
-    wait_wgmma(acc);
-    tile_mark(s, tile, 12);
-    sum_halves<8>(s.logits, s.key_stride, tile * kTileKeys, acc);  // also: every warp is done with the tile
-    tile_mark(s, tile, 13);
-    if (tile + 1 < tiles) {
-      store_kept_and_rest(s.tile, src, tile + 1, records, kept);
-      if (tile + 2 < tiles) load_tile(s, src, tile + 2, records);
-    }
-    __syncthreads();  // tile + 1 stored
-    tile_mark(s, tile, 14);
-  }
-}
-
 // ---- phase 2: probabilities
 // --------------------------------------------------------------------------------
 
@@ -780,10 +691,9 @@ __device__ inline int softmax_row(int warp, int group, int j) {
 
 // The rows go in four groups of 16, two rows per warp (the two rows' loads, shuffle chains and exps are
 // independent and interleave; round 4 did one row at a time with a global load of the sink per row, ~5x the
-// instruction count). The sinks of the warp's rows are read once, up front. P of row h goes to prob_chunk:
-// in place over the first half of row h's logits, or compact (row stride key_stride·2 bytes), where group g
-// writes over the logits of rows [8g, 8g + 8) — read by group g/2 at the latest, and all reads of a group are
-// done (CTA barrier) before any of its P is written.
+// instruction count). The sinks of the warp's rows come in `lane_sink` (lane 2g + j holds the sink of its
+// row j of group g, loaded at the kernel's start). P of row h goes to prob_chunk, in place over the first
+// half of row h's logits; all reads of a group are done (CTA barrier) before any of its P is written.
 __device__ void compute_probabilities(const Layout& s, int total, int tiles, float lane_sink, float scale) {
   constexpr float kLog2e = 1.4426950408889634f;
   constexpr int kRows = 2;              // rows in flight per warp
@@ -943,38 +853,6 @@ __device__ void compute_output_wgmma(const Layout& s, const KeySource& src, int 
   store_output<32>(acc, 16 * (warp & 3), 256 * (warp >> 2), out_row);
 }
 
-// Pipelined wgmma P·V on 64-key tiles in two buffers: the first is the tile area, the second the shared
-// memory past the compact P (the logits are dead by now), so the tile t + 1 is dequantized while tile t is
-// multiplied. `records` arrives holding tile 0 (loaded before the softmax); records then run one tile ahead.
-__device__ void compute_output_pipelined(const Layout& s, const KeySource& src, int tiles, uint16_t* out_row,
-                                         TileRecords<kTileKeys>& records) {
-  const int warp = static_cast<int>(threadIdx.x) / 32;
-  float acc[128];
-#pragma unroll
-  for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
-
-  const auto* probs = reinterpret_cast<const uint8_t*>(s.logits);
-  uint8_t* const second = reinterpret_cast<uint8_t*>(s.logits) + kHeads * s.prob_row_bytes;
-  if (tiles > 0) store_tile<kTileKeys>(s.tile, src, 0, records);
-  if (tiles > 1) load_tile(s, src, 1, records);
-  __syncthreads();
-  for (int tile = 0; tile < tiles; ++tile) {
-    tile_mark(s, tile, 15);
-    uint8_t* const buffer = (tile & 1) != 0 ? second : s.tile;
-    issue_pv_wgmma<4>(acc, probs, s.prob_row_bytes, tile * kTileKeys / 8, smem_address(buffer), kSlabBytes);
-    if (tile + 1 < tiles) {
-      store_tile<kTileKeys>((tile & 1) != 0 ? s.tile : second, src, tile + 1, records);
-      if (tile + 2 < tiles) load_tile(s, src, tile + 2, records);
-    }
-    tile_mark(s, tile, 16);
-    wait_wgmma(acc);
-    tile_mark(s, tile, 17);
-    __syncthreads();  // next buffer complete; this buffer free again
-    tile_mark(s, tile, 18);
-  }
-  store_output<32>(acc, 16 * (warp & 3), 256 * (warp >> 2), out_row);
-}
-
 // wgmma is compiled for sm_90a only: the compute_90 PTX embedded for other devices runs the mma.sync path
 // in every variant.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -992,8 +870,7 @@ __device__ inline void profile_point(unsigned long long* profile, int point) {
   profile[5 + point] = ns;
 }
 
-// Implementations: 0 mma.sync (the portable path: what the compute_90 PTX runs on a later device), 1 wgmma,
-// 2 pipelined wgmma (32-key tiles in two buffers).
+// Implementations: 0 mma.sync (the portable path: what the compute_90 PTX runs on a later device), 1 wgmma.
 template <int kRequested>
 __global__ void __launch_bounds__(kThreads, 1)
     sparse_attention_kernel(SparseAttentionArgs args, int key_stride, float scale) {
@@ -1012,10 +889,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   Layout s;
   s.tile = smem;
   s.logits = reinterpret_cast<float*>(smem + kTileBytes);
-  s.keys = reinterpret_cast<int32_t*>(smem + kTileBytes + logits_area_bytes(key_stride, kImpl == 2));
+  s.keys = reinterpret_cast<int32_t*>(s.logits + static_cast<size_t>(kHeads) * key_stride);
   s.counts = s.keys + key_stride;
   s.key_stride = key_stride;
-  s.prob_row_bytes = key_stride * (kImpl == 2 ? 2 : 4);
+  s.prob_row_bytes = key_stride * 4;
   s.profile = args.profile;
 
   const int64_t row = blockIdx.x;
@@ -1028,31 +905,19 @@ __global__ void __launch_bounds__(kThreads, 1)
   load_q_fragments(args.q + row * kHeads * kDim, 16 * (warp & 3), 256 * (warp >> 2), qa);
   const float lane_sink = lane < 8 ? args.sink[softmax_row(warp, lane / 2, lane % 2)] : 0.0f;
   build_key_list(args, row, reinterpret_cast<int32_t*>(s.logits), s.keys, s.counts);  // logits area: free yet
-  tile_mark(s, kMarkTile, 19);
-  prefetch_records(args, s.keys, s.counts[0], s.counts[1]);
   profile_point(args.profile, 1);
   const KeySource src{args.window_records, args.entry_records, s.counts[0], s.counts[1]};
   const int tiles = (src.total + kTileKeys - 1) / kTileKeys;
 
   uint16_t* out_row = args.out + row * kHeads * kDim;
-  if constexpr (kImpl == 2) {
-    compute_logits_pipelined(s, src, qa, tiles);
-  } else {
-    compute_logits<kImpl == 1>(s, src, qa, tiles);
-  }
-  TileRecords<kTileKeys> first;  // the pipelined P·V's first tile, loaded across the softmax
-  if constexpr (kImpl == 2) {
-    if (tiles > 0) load_tile(s, src, 0, first);
-  }
+  compute_logits<kImpl == 1>(s, src, qa, tiles);
   profile_point(args.profile, 2);
   compute_probabilities(s, src.total, tiles, lane_sink, scale);
   profile_point(args.profile, 3);
   if constexpr (kImpl == 0) {
     compute_output_mma(s, src, tiles, out_row);
-  } else if constexpr (kImpl == 1) {
-    compute_output_wgmma(s, src, tiles, out_row);
   } else {
-    compute_output_pipelined(s, src, tiles, out_row, first);
+    compute_output_wgmma(s, src, tiles, out_row);
   }
   __syncthreads();
   profile_point(args.profile, 4);
@@ -1220,8 +1085,8 @@ __global__ void split_reduce_kernel(SplitScratch scratch, uint16_t* out) {
       make_uint2(bf16x2_bits(sum.x, sum.y), bf16x2_bits(sum.z, sum.w));
 }
 
-size_t shared_bytes(int key_stride, bool compact_p) {
-  return kTileBytes + static_cast<size_t>(logits_area_bytes(key_stride, compact_p)) +
+size_t shared_bytes(int key_stride) {
+  return kTileBytes + static_cast<size_t>(kHeads) * key_stride * sizeof(float) +
          static_cast<size_t>(key_stride) * sizeof(int32_t) + 2 * sizeof(int);
 }
 
@@ -1236,12 +1101,12 @@ void launch(const SparseAttentionArgs& args, int key_stride, float scale, cudaSt
   if (bit == 0 || (configured_devices.load(std::memory_order_acquire) & bit) == 0) {
     FKV_CUDA_CHECK(cudaFuncSetAttribute(sparse_attention_kernel<kImpl>,
                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(shared_bytes(kSparseAttentionMaxKeys, kImpl == 2))));
+                                        static_cast<int>(shared_bytes(kSparseAttentionMaxKeys))));
     configured_devices.fetch_or(bit, std::memory_order_release);
   }
   sparse_attention_kernel<kImpl>
-      <<<static_cast<unsigned>(args.n), kThreads, shared_bytes(key_stride, kImpl == 2), stream>>>(
-          args, key_stride, scale);
+      <<<static_cast<unsigned>(args.n), kThreads, shared_bytes(key_stride), stream>>>(args, key_stride,
+                                                                                      scale);
   FKV_CUDA_CHECK_LAUNCH();
 }
 
@@ -1318,8 +1183,6 @@ void sparse_attention(const SparseAttentionArgs& args, cudaStream_t stream, Spar
       return launch<1>(args, key_stride, scale, stream);
     case SparseAttentionVariant::kWgmma:
       return launch<1>(args, key_stride, scale, stream);
-    case SparseAttentionVariant::kWgmmaPipelined:
-      return launch<2>(args, key_stride, scale, stream);
     case SparseAttentionVariant::kSplitKeys:
       // its kernels are wgmma-only: elsewhere (the compute_90 PTX on a later device) the mma.sync kernel
       if (runs_sm90a_code()) return launch_split(args, key_stride, scale, stream);

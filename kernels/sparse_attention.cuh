@@ -53,8 +53,7 @@ struct SparseAttentionArgs {
   // Diagnostics only (null otherwise): 20 device words; CTA 0 of the one-CTA-per-row variants writes
   // clock64() at its start, after the key list, after Q·Kᵀ, after the softmax and at its end (words 0-4), and
   // %globaltimer (ns) at the same points (words 5-9); words 10-18: clock64() at the stage boundaries of the
-  // sixth key tile of Q·Kᵀ (10-14) and of P·V (15-18), as sparse_attention.cu's tile_mark calls place them;
-  // word 19: clock64() after the key list is built (before the records' L2 prefetch).
+  // sixth key tile of Q·Kᵀ (10-13) and of P·V (15-18), as sparse_attention.cu's tile_mark calls place them.
   unsigned long long* profile = nullptr;
   // kSplitKeys scratch (optional): at least sparse_attention_workspace_bytes(n, window_cap, topk) bytes of
   // device memory, 16-byte aligned; when absent the call takes it from cudaMallocAsync on the stream.
@@ -67,11 +66,10 @@ size_t sparse_attention_workspace_bytes(int64_t n, int window_cap, int topk);
 
 // Implementation choice; every variant computes the same function (the GPU test runs each against the CPU).
 enum class SparseAttentionVariant {
-  kAuto,   // measured fastest: kSplitKeys up to 16 rows, kWgmma above (H200, 2026-11-29)
-  kWgmma,  // one CTA per row, warpgroup wgmma (sm_90a): Q and P from registers, K/V tiles by descriptor
-  kWgmmaPipelined,  // wgmma on 32-key tiles in two buffers: dequantization of the next tile overlaps the MMA
-  kSplitKeys,       // small batches: one CTA per (row, 64 keys), statistics combined exactly, three launches
-                    // (device scratch from the workspace or cudaMallocAsync on the stream)
+  kAuto,       // measured fastest: kSplitKeys up to 16 rows, kWgmma above (H200, 2026-11-29)
+  kWgmma,      // one CTA per row, warpgroup wgmma (sm_90a): Q and P from registers, K/V tiles by descriptor
+  kSplitKeys,  // small batches: one CTA per (row, 64 keys), statistics combined exactly, three launches
+               // (device scratch from the workspace or cudaMallocAsync on the stream)
   // Diagnostic / portable: warp-level mma.sync m16n8k16 with the fp32 reference decoders; the path the
   // compute_90 PTX takes on a device without wgmma.
   kMmaSync,

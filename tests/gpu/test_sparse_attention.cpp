@@ -325,10 +325,10 @@ void check_shape(Shape shape) {
   const DeviceArray<int32_t> d_window_rows(window_rows), d_selection(selection);
   const DeviceArray<float> d_sink(sink);
   using V = fc::SparseAttentionVariant;
-  const V variants[] = {V::kWgmma, V::kWgmmaPipelined, V::kSplitKeys, V::kMmaSync};
+  const V variants[] = {V::kWgmma, V::kSplitKeys, V::kMmaSync};
   // the launchers directly, then CudaBackend (host views: window visibility, FP8 re-encoding, BF16 q)
-  const char* const variant_names[] = {"wgmma", "wgmma-pipelined", "split-keys", "mma.sync", "CudaBackend"};
-  constexpr int kVariants = 5;
+  const char* const variant_names[] = {"wgmma", "split-keys", "mma.sync", "CudaBackend"};
+  constexpr int kVariants = 4;
   std::vector<std::vector<uint16_t>> out_bits;
   for (const V variant : variants) {
     DeviceArray<uint16_t> d_out(static_cast<size_t>(rows) * kRowWidth);
