@@ -507,14 +507,40 @@ __device__ inline uint16_t padding_score<uint16_t>() {
   return 0xFF80u;  // BF16 −∞
 }
 
-// Tile [base, base + kFilterTile) of a chunk ending at `end`, in striped layout, padded past the end.
+// The filter reads a tile warp by warp: warp w takes its 512 consecutive entries as 16 coalesced rows of
+// 32, so a tile's index order is (warp, item, lane) and each warp orders its candidates with ballots alone.
+constexpr int kWarpSpan = 32 * kFilterItems;
+
+// The first entry of the tile that this thread reads (item i is 32·i further).
+__device__ inline int64_t tile_entry(int64_t base) {
+  return base + static_cast<int64_t>(threadIdx.x >> 5) * kWarpSpan + (threadIdx.x & 31u);
+}
+
+// Tile [base, base + kFilterTile) of a chunk ending at `end`, padded past the end.
 template <typename T>
 __device__ inline void load_tile(const T* data, int64_t base, int64_t end, T (&raw)[kFilterItems]) {
+  const int64_t first = tile_entry(base);
+  if (base + kFilterTile <= end) {
+    const T* entries = data + first;
 #pragma unroll
-  for (int i = 0; i < kFilterItems; ++i) {
-    const int64_t e = base + threadIdx.x + static_cast<int64_t>(kFilterThreads) * i;
-    raw[i] = e < end ? data[e] : padding_score<T>();
+    for (int i = 0; i < kFilterItems; ++i) raw[i] = entries[32 * i];
+  } else {
+#pragma unroll
+    for (int i = 0; i < kFilterItems; ++i)
+      raw[i] = first + 32 * i < end ? data[first + 32 * i] : padding_score<T>();
   }
+}
+
+// The score whose order key is `key` (a valid key): x >= key_score(L) exactly when order_key(x) >= L, NaN
+// comparing false like its −∞ key (the key 0x7FFFFFFF of −0, never produced, reads as x >= 0).
+__device__ inline float key_score(uint32_t key) {
+  return __uint_as_float((key & 0x80000000u) ? (key & 0x7FFFFFFFu) : ~key);
+}
+__device__ inline float as_float(float f) {
+  return f;
+}
+__device__ inline float as_float(uint16_t bf16) {
+  return __uint_as_float(static_cast<uint32_t>(bf16) << 16);
 }
 
 // L for a row of n > kShortMax entries from kSamples entries in 256 evenly spaced runs; the same in every
@@ -554,7 +580,7 @@ __device__ uint32_t sampled_lower_key(const T* data, int64_t n, int64_t k) {
 template <typename T>
 __global__ void __launch_bounds__(kFilterThreads, 2)
     top_k_filter_kernel(const T* scores, int64_t n, int64_t k, int64_t chunk, FilterWorkspace ws) {
-  __shared__ uint32_t counts[2][kFilterItems * kFilterWarps];
+  __shared__ uint32_t warp_counts[2][kFilterWarps];
   // The merge kernel may start now (programmatic dependent launch): its launch latency hides behind this
   // grid, and it waits for this grid's completion and memory before reading anything.
   asm volatile("griddepcontrol.launch_dependents;");
@@ -568,25 +594,45 @@ __global__ void __launch_bounds__(kFilterThreads, 2)
   load_tile(data, begin, end, raw);
   const uint32_t lower = sampled_lower_key(data, n, k);
   if (blockIdx.x == 0 && threadIdx.x == 0) ws.lower[row] = lower;
+  // Entries are flagged by a float comparison (no key per entry; keys only for the candidates). BF16 keys
+  // are multiples of 2^16, so rounding L up to one keeps the same entries at or above it.
+  const float lower_score = key_score(sizeof(T) == 2 ? (lower + 0xFFFFu) & 0xFFFF0000u : lower);
   uint2* kept = ws.kept + (row * gridDim.x + blockIdx.x) * static_cast<int64_t>(kCapacity);
+  const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+  const uint32_t lanes_below = (1u << lane) - 1u;
   uint32_t written = 0;
   int parity = 0;
   for (int64_t base = begin; base < end; base += kFilterTile) {
-    uint32_t keys[kFilterItems];
+    T current[kFilterItems];
+    uint32_t flags = 0, warp_total = 0;
 #pragma unroll
-    for (int i = 0; i < kFilterItems; ++i) keys[i] = order_key(raw[i]);
+    for (int i = 0; i < kFilterItems; ++i) {
+      current[i] = raw[i];
+      const bool flag = as_float(current[i]) >= lower_score;
+      warp_total += static_cast<uint32_t>(__popc(__ballot_sync(~0u, flag)));
+      flags |= static_cast<uint32_t>(flag) << i;
+    }
     if (base + kFilterTile < end) load_tile(data, base + kFilterTile, end, raw);
-    // Double-buffered counts: a tile's counts are read between its barrier and the next tile's; the tile
+    // Double-buffered warp counts: a tile's are read between its barrier and the next tile's; the tile
     // after next rewrites them only once past that next barrier.
-    uint32_t* tile_counts = counts[parity];
-    publish_counts<kFilterThreads, kFilterItems>(keys, lower, tile_counts);
-    const uint32_t total =
-        place_flagged<kFilterThreads, kFilterItems>(keys, lower, tile_counts, [&](int i, uint32_t position) {
-          const uint32_t slot = written + position;
-          const int64_t e = base + threadIdx.x + static_cast<int64_t>(kFilterThreads) * i;
-          if (slot < kCapacity) kept[slot] = make_uint2(keys[i], static_cast<uint32_t>(e));
-        });
-    written += total;
+    if (lane == 0) warp_counts[parity][warp] = warp_total;
+    __syncthreads();
+    const uint32_t count = lane < kFilterWarps ? warp_counts[parity][lane] : 0u;
+    const uint32_t tile_total = __reduce_add_sync(~0u, count);
+    if (warp_total != 0) {
+      uint32_t position = written + __reduce_add_sync(~0u, lane < warp ? count : 0u);
+      const int64_t first = tile_entry(base);
+#pragma unroll
+      for (int i = 0; i < kFilterItems; ++i) {
+        const bool flag = (flags >> i) & 1u;
+        const uint32_t ballot = __ballot_sync(~0u, flag);
+        const uint32_t slot = position + static_cast<uint32_t>(__popc(ballot & lanes_below));
+        if (flag && slot < kCapacity)
+          kept[slot] = make_uint2(order_key(current[i]), static_cast<uint32_t>(first + 32 * i));
+        position += static_cast<uint32_t>(__popc(ballot));
+      }
+    }
+    written += tile_total;
     parity ^= 1;
   }
   if (threadIdx.x == 0) ws.counts[row * gridDim.x + blockIdx.x] = written;
