@@ -300,55 +300,40 @@ __device__ uint32_t rank_bucket(const uint32_t* hist, uint32_t rank) {
 
 // ---- candidates in index order ------------------------------------------------------------------------
 
-// A tile in striped layout (item i of thread t is entry t + kThreads·i of the tile), an item flagged when
-// its key is >= lower. publish_counts writes the flag count of each (item i, warp w) to counts[i·kWarps + w]
-// and waits at a barrier; every warp then derives what it needs from those counts itself (no serial scan,
-// no second barrier): tile_total is the tile's count, place_flagged gives each flagged item its position in
-// index order.
-template <int kThreads, int kItems>
-__device__ void publish_counts(const uint32_t (&keys)[kItems], uint32_t lower, uint32_t* counts) {
-  constexpr int kWarps = kThreads / 32;
-  const unsigned warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
-#pragma unroll
-  for (int i = 0; i < kItems; ++i) {
-    const uint32_t ballot = __ballot_sync(~0u, keys[i] >= lower);
-    if (lane == static_cast<unsigned>(i)) counts[i * kWarps + warp] = static_cast<uint32_t>(__popc(ballot));
-  }
-  __syncthreads();
+// Tiles are read warp by warp: warp w takes kWarpSpan consecutive entries as kItems coalesced rows of 32,
+// so a tile's index order is (warp, item, lane) and each warp orders its candidates with ballots alone.
+constexpr int kItems = 16;
+constexpr int kWarpSpan = 32 * kItems;
+
+// A score whose key is that of −∞ (never a candidate): the padding past the end of a chunk.
+template <typename T>
+__device__ inline T padding_score();
+template <>
+__device__ inline float padding_score<float>() {
+  return -INFINITY;
+}
+template <>
+__device__ inline uint16_t padding_score<uint16_t>() {
+  return 0xFF80u;  // BF16 −∞
 }
 
-template <int kThreads, int kItems>
-__device__ uint32_t tile_total(const uint32_t* counts) {
-  constexpr unsigned kWarps = kThreads / 32;
-  const unsigned lane = threadIdx.x & 31u;
-  uint32_t sum = 0;
-  if (lane < kWarps) {
-#pragma unroll
-    for (unsigned i = 0; i < kItems; ++i) sum += counts[i * kWarps + lane];
-  }
-  return __reduce_add_sync(~0u, sum);
+// The score whose order key is `key` (a valid key): x >= key_score(L) exactly when order_key(x) >= L, NaN
+// comparing false like its −∞ key (the key 0x7FFFFFFF of −0, never produced, reads as x >= 0).
+__device__ inline float key_score(uint32_t key) {
+  return __uint_as_float((key & 0x80000000u) ? (key & 0x7FFFFFFFu) : ~key);
+}
+__device__ inline float as_float(float f) {
+  return f;
+}
+__device__ inline float as_float(uint16_t bf16) {
+  return __uint_as_float(static_cast<uint32_t>(bf16) << 16);
 }
 
-// Calls place(i, position) for each flagged item i of this thread (positions from 0, in index order: item
-// rows first, then warps, then lanes); returns the tile's count.
-template <int kThreads, int kItems, typename Place>
-__device__ uint32_t place_flagged(const uint32_t (&keys)[kItems], uint32_t lower, const uint32_t* counts,
-                                  Place place) {
-  constexpr unsigned kWarps = kThreads / 32;
-  const unsigned warp = threadIdx.x >> 5, lane = threadIdx.x & 31u;
-  const uint32_t lanes_below = (1u << lane) - 1u;
-  uint32_t running = 0;  // flagged items of the earlier item rows
-#pragma unroll
-  for (int i = 0; i < kItems; ++i) {
-    const uint32_t count = lane < kWarps ? counts[i * kWarps + lane] : 0u;
-    const uint32_t row_total = __reduce_add_sync(~0u, count);
-    const uint32_t warps_before = __reduce_add_sync(~0u, lane < warp ? count : 0u);
-    const uint32_t ballot = __ballot_sync(~0u, keys[i] >= lower);
-    if (keys[i] >= lower)
-      place(i, running + warps_before + static_cast<uint32_t>(__popc(ballot & lanes_below)));
-    running += row_total;
-  }
-  return running;
+// The threshold as a score (entries >= it are the candidates). BF16 keys are multiples of 2^16, so L rounded
+// up to one keeps the same entries at or above it.
+template <typename T>
+__device__ inline float threshold_score(uint32_t lower) {
+  return key_score(sizeof(T) == 2 ? (lower + 0xFFFFu) & 0xFFFF0000u : lower);
 }
 
 // The top k of `count` candidates (keys and row indices in shared memory, in index order, all valid, all
@@ -419,7 +404,7 @@ __device__ void select_candidates(const uint32_t* keys, const int32_t* indices, 
 // ---- short rows: one CTA per row, the row in registers ---------------------------------------------------
 
 constexpr int kShortThreads = 1024;
-constexpr int kShortItems = 16;
+constexpr int kShortItems = kItems;
 constexpr int64_t kShortMax = kShortThreads * kShortItems;
 constexpr int kShortWarps = kShortThreads / 32;
 
@@ -431,26 +416,27 @@ __global__ void __launch_bounds__(kShortThreads)
   extern __shared__ uint32_t candidate_keys[];
   int32_t* candidate_indices = reinterpret_cast<int32_t*>(candidate_keys + n);
   __shared__ uint32_t sample_hist[kDistanceBuckets];
-  __shared__ uint32_t counts[kShortItems * kShortWarps];
+  __shared__ uint32_t warp_counts[2][kShortWarps];
   __shared__ uint32_t shared_lower;
   const int64_t row = blockIdx.x;
   const T* data = scores + row * n;
   const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
   for (int b = threadIdx.x; b < kDistanceBuckets; b += kShortThreads) sample_hist[b] = 0;
   const int64_t samples = min(n, static_cast<int64_t>(kShortThreads));
-  uint32_t keys[kShortItems];
+  const int first = static_cast<int>(warp) * kWarpSpan + static_cast<int>(lane);  // item i is 32·i further
+  T raw[kShortItems];
 #pragma unroll
-  for (int i = 0; i < kShortItems; ++i) {
-    const int64_t e = threadIdx.x + static_cast<int64_t>(kShortThreads) * i;
-    keys[i] = e < n ? order_key(data[e]) : 0u;
-  }
+  for (int i = 0; i < kShortItems; ++i)
+    raw[i] = first + 32 * i < n ? data[first + 32 * i] : padding_score<T>();
   // Entry floor(t·n / samples), samples being 1024 or n (a shift, not a 64-bit division).
   const int64_t sampled = n >= kShortThreads ? (threadIdx.x * n) / kShortThreads : threadIdx.x;
   const uint32_t sample = threadIdx.x < samples ? order_key(data[sampled]) : 0u;
-  uint32_t local_max = 0;
+  // The max as a score (fmaxf skips NaN, whose key is −∞'s anyway), then its key.
+  float local_max = -INFINITY;
 #pragma unroll
-  for (int i = 0; i < kShortItems; ++i) local_max = max(local_max, keys[i]);
-  const uint32_t max_key = block_max<kShortThreads>(local_max);
+  for (int i = 0; i < kShortItems; ++i) local_max = fmaxf(local_max, as_float(raw[i]));
+  const uint32_t max_key =
+      block_max<kShortThreads>(order_key(local_max) & (sizeof(T) == 2 ? 0xFFFF0000u : 0xFFFFFFFFu));
   if (valid_key(sample)) atomicAdd(&sample_hist[distance_bucket(max_key - sample)], 1u);
   __syncthreads();
   if (warp == 0) {
@@ -458,19 +444,40 @@ __global__ void __launch_bounds__(kShortThreads)
     if (lane == 0) shared_lower = lower_key(max_key, bucket);
   }
   __syncthreads();
+  // Flags by a float comparison, counted per warp; a failed guess (fewer than k flagged, not every valid
+  // entry) is retaken with every valid entry, in the other count buffer.
   uint32_t lower = shared_lower;
-  publish_counts<kShortThreads, kShortItems>(keys, lower, counts);
-  uint32_t total = tile_total<kShortThreads, kShortItems>(counts);
-  if (static_cast<int64_t>(total) < k && lower != kLowestValidKey) {
-    lower = kLowestValidKey;  // too few above the guess: every valid entry is a candidate
-    __syncthreads();          // every warp has read the counts before they are rewritten
-    publish_counts<kShortThreads, kShortItems>(keys, lower, counts);
-    total = tile_total<kShortThreads, kShortItems>(counts);
+  uint32_t flags = 0, total = 0;
+  int attempt = 0;
+  for (;; ++attempt) {
+    const float lower_score = threshold_score<T>(lower);
+    uint32_t warp_total = 0;
+    flags = 0;
+#pragma unroll
+    for (int i = 0; i < kShortItems; ++i) {
+      const bool flag = as_float(raw[i]) >= lower_score;
+      warp_total += static_cast<uint32_t>(__popc(__ballot_sync(~0u, flag)));
+      flags |= static_cast<uint32_t>(flag) << i;
+    }
+    if (lane == 0) warp_counts[attempt][warp] = warp_total;
+    __syncthreads();
+    total = __reduce_add_sync(~0u, warp_counts[attempt][lane]);
+    if (static_cast<int64_t>(total) >= k || lower == kLowestValidKey) break;
+    lower = kLowestValidKey;
   }
-  place_flagged<kShortThreads, kShortItems>(keys, lower, counts, [&](int i, uint32_t slot) {
-    candidate_keys[slot] = keys[i];
-    candidate_indices[slot] = static_cast<int32_t>(threadIdx.x + kShortThreads * i);
-  });
+  uint32_t position = __reduce_add_sync(~0u, lane < warp ? warp_counts[attempt][lane] : 0u);
+  const uint32_t lanes_below = (1u << lane) - 1u;
+#pragma unroll
+  for (int i = 0; i < kShortItems; ++i) {
+    const bool flag = (flags >> i) & 1u;
+    const uint32_t ballot = __ballot_sync(~0u, flag);
+    if (flag) {
+      const uint32_t slot = position + static_cast<uint32_t>(__popc(ballot & lanes_below));
+      candidate_keys[slot] = order_key(raw[i]);
+      candidate_indices[slot] = first + 32 * i;
+    }
+    position += static_cast<uint32_t>(__popc(ballot));
+  }
   __syncthreads();
   select_candidates<kShortThreads, low_bits<T>()>(candidate_keys, candidate_indices, total, k, lower, max_key,
                                                   out + row * k);
@@ -479,7 +486,7 @@ __global__ void __launch_bounds__(kShortThreads)
 // ---- long rows: a filter pass over chunks, then a per-row selection of the candidates ---------------------
 
 constexpr int kFilterThreads = 512;
-constexpr int kFilterItems = 16;
+constexpr int kFilterItems = kItems;
 constexpr int kFilterWarps = kFilterThreads / 32;
 constexpr int64_t kFilterTile = kFilterThreads * kFilterItems;
 constexpr int kSampleItems = 16;
@@ -494,22 +501,6 @@ struct FilterWorkspace {
   uint32_t* counts;  // [rows, chunks] entries >= L per chunk (may exceed kCapacity)
   uint2* kept;       // [rows, chunks, kCapacity] (key, index) of those entries, in index order
 };
-
-// A score whose key is that of −∞ (never a candidate): the padding past the end of a chunk.
-template <typename T>
-__device__ inline T padding_score();
-template <>
-__device__ inline float padding_score<float>() {
-  return -INFINITY;
-}
-template <>
-__device__ inline uint16_t padding_score<uint16_t>() {
-  return 0xFF80u;  // BF16 −∞
-}
-
-// The filter reads a tile warp by warp: warp w takes its 512 consecutive entries as 16 coalesced rows of
-// 32, so a tile's index order is (warp, item, lane) and each warp orders its candidates with ballots alone.
-constexpr int kWarpSpan = 32 * kFilterItems;
 
 // The first entry of the tile that this thread reads (item i is 32·i further).
 __device__ inline int64_t tile_entry(int64_t base) {
@@ -529,18 +520,6 @@ __device__ inline void load_tile(const T* data, int64_t base, int64_t end, T (&r
     for (int i = 0; i < kFilterItems; ++i)
       raw[i] = first + 32 * i < end ? data[first + 32 * i] : padding_score<T>();
   }
-}
-
-// The score whose order key is `key` (a valid key): x >= key_score(L) exactly when order_key(x) >= L, NaN
-// comparing false like its −∞ key (the key 0x7FFFFFFF of −0, never produced, reads as x >= 0).
-__device__ inline float key_score(uint32_t key) {
-  return __uint_as_float((key & 0x80000000u) ? (key & 0x7FFFFFFFu) : ~key);
-}
-__device__ inline float as_float(float f) {
-  return f;
-}
-__device__ inline float as_float(uint16_t bf16) {
-  return __uint_as_float(static_cast<uint32_t>(bf16) << 16);
 }
 
 // L for a row of n > kShortMax entries from kSamples entries in 256 evenly spaced runs; the same in every
@@ -594,9 +573,8 @@ __global__ void __launch_bounds__(kFilterThreads, 2)
   load_tile(data, begin, end, raw);
   const uint32_t lower = sampled_lower_key(data, n, k);
   if (blockIdx.x == 0 && threadIdx.x == 0) ws.lower[row] = lower;
-  // Entries are flagged by a float comparison (no key per entry; keys only for the candidates). BF16 keys
-  // are multiples of 2^16, so rounding L up to one keeps the same entries at or above it.
-  const float lower_score = key_score(sizeof(T) == 2 ? (lower + 0xFFFFu) & 0xFFFF0000u : lower);
+  // Entries are flagged by a float comparison (no key per entry; keys only for the candidates).
+  const float lower_score = threshold_score<T>(lower);
   uint2* kept = ws.kept + (row * gridDim.x + blockIdx.x) * static_cast<int64_t>(kCapacity);
   const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
   const uint32_t lanes_below = (1u << lane) - 1u;
