@@ -627,15 +627,12 @@ __global__ void __launch_bounds__(kMergeThreads)
   asm volatile("griddepcontrol.wait;" ::: "memory");  // the filter grid has completed, its writes visible
   using Scan = cub::BlockScan<uint32_t, kMergeThreads>;
   __shared__ typename Scan::TempStorage scan_storage;
-  __shared__ uint32_t offsets[kMergeThreads], sizes[kMergeThreads];
+  __shared__ uint32_t offsets[kMergeThreads];
   const int64_t row = blockIdx.x;
   const uint32_t size = static_cast<int>(threadIdx.x) < chunks ? ws.counts[row * chunks + threadIdx.x] : 0u;
   uint32_t offset = 0, total = 0;
   Scan(scan_storage).ExclusiveSum(size, offset, total);
-  if (static_cast<int>(threadIdx.x) < chunks) {
-    offsets[threadIdx.x] = offset;
-    sizes[threadIdx.x] = size;
-  }
+  if (static_cast<int>(threadIdx.x) < chunks) offsets[threadIdx.x] = offset;
   __syncthreads();
   int32_t* row_out = out + row * k;
   const uint32_t lower = ws.lower[row];
@@ -643,17 +640,33 @@ __global__ void __launch_bounds__(kMergeThreads)
     select_row_radix(scores + row * n, n, k, row_out, static_cast<uint32_t*>(nullptr));
     return;
   }
+  // Candidate p of the row is entry p − offsets[c] of chunk c, the last chunk with offsets[c] <= p (that
+  // one is not empty). All of a thread's loads are issued before any is used: one memory latency in all.
   const uint2* kept = ws.kept + row * chunks * static_cast<int64_t>(kCapacity);
-  const unsigned lane = threadIdx.x & 31u;
-  uint32_t top = 0;  // candidates can lie above the sample's max
-  for (int c = static_cast<int>(threadIdx.x >> 5); c < chunks; c += kMergeThreads / 32) {
-    const uint2* source = kept + static_cast<int64_t>(c) * kCapacity;
-    for (uint32_t j = lane; j < sizes[c]; j += 32) {
-      const uint2 entry = source[j];
-      candidate_keys[offsets[c] + j] = entry.x;
-      candidate_indices[offsets[c] + j] = static_cast<int32_t>(entry.y);
-      top = max(top, entry.x);
+  constexpr int kPerThread = kCapacity / kMergeThreads;
+  uint2 entries[kPerThread];
+#pragma unroll
+  for (int g = 0; g < kPerThread; ++g) {
+    const uint32_t p = threadIdx.x + static_cast<uint32_t>(kMergeThreads * g);
+    if (p >= total) continue;
+    int lo = 0, hi = chunks - 1;
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (offsets[mid] <= p)
+        lo = mid;
+      else
+        hi = mid - 1;
     }
+    entries[g] = kept[static_cast<int64_t>(lo) * kCapacity + (p - offsets[lo])];
+  }
+  uint32_t top = 0;  // candidates can lie above the sample's max
+#pragma unroll
+  for (int g = 0; g < kPerThread; ++g) {
+    const uint32_t p = threadIdx.x + static_cast<uint32_t>(kMergeThreads * g);
+    if (p >= total) continue;
+    candidate_keys[p] = entries[g].x;
+    candidate_indices[p] = static_cast<int32_t>(entries[g].y);
+    top = max(top, entries[g].x);
   }
   top = block_max<kMergeThreads>(top);  // its barrier also publishes the gathered candidates
   select_candidates<kMergeThreads, low_bits<T>()>(candidate_keys, candidate_indices, total, k, lower, top,
