@@ -466,47 +466,31 @@ __device__ inline void decode_chunk(int chunk, uint4 codes, uint32_t scale_code,
   }
 }
 
-// Decodes this thread's chunks of the tile and hands each to `sink(i, lo, hi)`. kFormat: 0 keys of both
-// kinds, 1 window rows (FP8) only, 2 entries (or padding) only. The chunks go in rolled steps of four (the
-// records rotate through registers, so every register index stays constant): round 3's ncu profile had
-// instruction fetch as the first stall (21% of samples) with each pass's loop body ~15 KB of straight-line
-// decode; the rolled steps halve the decode's share of it for 64-key tiles, for a few moves per chunk.
-template <int kKeys, bool kFastDecode, int kFormat, typename Sink>
+// Decodes this thread's chunks [kBegin, kEnd) of the tile and hands each to `sink(i, lo, hi)` (store it, or
+// keep it). kFormat: 0 keys of both kinds, 1 window rows (FP8) only, 2 entries (or padding) only.
+template <int kKeys, bool kFastDecode, int kBegin, int kEnd, int kFormat, typename Sink>
 __device__ inline void decode_chunks(const KeySource& src, int tile, const TileRecords<kKeys>& r,
                                      Sink&& sink) {
-  constexpr int kChunks = TileRecords<kKeys>::kChunks;
-  constexpr int kStep = kFastDecode && kChunks >= 4 ? 4 : kChunks;  // (the fp32 reference decoder: unrolled)
-  static_assert(kChunks % kStep == 0, "whole steps");
-  TileRecords<kKeys> w = r;
-#pragma unroll 1
-  for (int base = 0; base < kChunks; base += kStep) {
 #pragma unroll
-    for (int k = 0; k < kStep; ++k) {
-      const int i = base + k;
-      const int q = static_cast<int>(threadIdx.x) + i * kThreads;
-      const bool fp8 = kFormat == 1 || (kFormat == 0 && tile * kKeys + q / kChunksPerKey < src.window_keys);
-      uint4 lo, hi;
-      decode_chunk<kFastDecode>(q % kChunksPerKey, w.codes[k], w.scale_code[k], fp8, lo, hi);
-      sink(i, lo, hi);
-    }
-#pragma unroll
-    for (int k = 0; k + kStep < kChunks; ++k) {  // the next step's records into slots 0..kStep-1
-      w.codes[k] = w.codes[k + kStep];
-      w.scale_code[k] = w.scale_code[k + kStep];
-    }
+  for (int i = kBegin; i < kEnd; ++i) {
+    const int q = static_cast<int>(threadIdx.x) + i * kThreads;
+    const bool fp8 = kFormat == 1 || (kFormat == 0 && tile * kKeys + q / kChunksPerKey < src.window_keys);
+    uint4 lo, hi;
+    decode_chunk<kFastDecode>(q % kChunksPerKey, r.codes[i], r.scale_code[i], fp8, lo, hi);
+    sink(i, lo, hi);
   }
 }
 
 // The tile's format is uniform except at the window/entry boundary: one decoder per tile keeps the loop's
 // executed code small.
-template <int kKeys, bool kFastDecode, typename Sink>
+template <int kKeys, bool kFastDecode, int kBegin = 0, int kEnd = TileRecords<kKeys>::kChunks, typename Sink>
 __device__ inline void decode_tile(const KeySource& src, int tile, const TileRecords<kKeys>& r, Sink&& sink) {
   if (tile * kKeys >= src.window_keys) {
-    decode_chunks<kKeys, kFastDecode, 2>(src, tile, r, sink);
+    decode_chunks<kKeys, kFastDecode, kBegin, kEnd, 2>(src, tile, r, sink);
   } else if ((tile + 1) * kKeys <= src.window_keys) {
-    decode_chunks<kKeys, kFastDecode, 1>(src, tile, r, sink);
+    decode_chunks<kKeys, kFastDecode, kBegin, kEnd, 1>(src, tile, r, sink);
   } else {
-    decode_chunks<kKeys, kFastDecode, 0>(src, tile, r, sink);
+    decode_chunks<kKeys, kFastDecode, kBegin, kEnd, 0>(src, tile, r, sink);
   }
 }
 
