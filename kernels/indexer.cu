@@ -30,12 +30,12 @@ namespace nm = flashkv::numeric;
 
 // ---- programmatic dependent launch (sm_90) -------------------------------------------------------------
 //
-// The three kernels of a tensor-core call (preparation, scores, exact fallback) are chained so that each
-// one's launch overlaps the previous one's run: a kernel started by launch_after_previous may run while
-// the previous kernel of the stream still runs (once every CTA of that one called allow_next_grid, so no
-// CTA of it still waits for an SM), and calls wait_for_previous_grid before it reads that kernel's
-// results or, for the last of the chain, before it may exit (the stream's next work then sees the whole
-// chain complete). Both are no-ops for kernels launched the ordinary way.
+// The two kernels of a tensor-core call (preparation, scores) are chained so that the second one's launch
+// overlaps the first one's run: a kernel started by launch_after_previous may run while the previous
+// kernel of the stream still runs (once every CTA of that one called allow_next_grid, so no CTA of it
+// still waits for an SM), and calls wait_for_previous_grid before it reads that kernel's results (and so
+// before it may exit: the stream's next work then sees the whole chain complete). Both are no-ops for
+// kernels launched the ordinary way.
 
 __device__ inline void wait_for_previous_grid() {
   asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -97,13 +97,24 @@ __device__ inline void decode_key(const uint8_t* keys, IndexKeyFormat format, in
   nm::dequantize_mxfp4_key(keys + static_cast<size_t>(entry) * nm::mxfp4_key_bytes(dim), dim, out);
 }
 
-// Rows with skip[row] != 0 are left to the tensor-core kernel (skip may be null). CTAs stride over the
-// entry tiles so that a grid over rows that are all skipped costs little.
-__global__ void __launch_bounds__(kScoreThreads) exact_scores_kernel(IndexScoringArgs args, const int* skip) {
+// The CPU's score of one visible entry: query [heads, dim], weights [heads], key [dim] decoded.
+__device__ inline float exact_entry_score(const float* query, const float* weights, const float* key,
+                                          int heads, int dim, bool faithful) {
+  double sum = 0;
+  for (int h = 0; h < heads; ++h) {
+    const double product = bf16_if(cpu_order_dot(query + h * dim, key, dim), faithful);
+    const double relu = product < 0.0 ? 0.0 : product;  // std::max(product, 0.0), NaN kept
+    // Explicit roundings: a fused multiply-add here would differ from the CPU's product-then-sum.
+    sum = __dadd_rn(sum, bf16_if(__dmul_rn(relu, static_cast<double>(weights[h])), faithful));
+  }
+  const float value = __double2float_rn(sum);
+  return faithful ? nm::bf16_to_float(nm::bf16_from_float(value)) : value;
+}
+
+// CTAs stride over the entry tiles of their row.
+__global__ void __launch_bounds__(kScoreThreads) exact_scores_kernel(IndexScoringArgs args) {
   extern __shared__ float shared[];
   const int64_t row = blockIdx.y;
-  wait_for_previous_grid();  // as the fallback: the scores kernel (and the preparation before it) done
-  if (skip != nullptr && skip[row] != 0) return;
   const int heads = args.heads, dim = args.dim;
   float* query = shared;                 // heads * dim
   float* weights = query + heads * dim;  // heads
@@ -124,15 +135,7 @@ __global__ void __launch_bounds__(kScoreThreads) exact_scores_kernel(IndexScorin
       *out = -INFINITY;
       continue;
     }
-    double sum = 0;
-    for (int h = 0; h < heads; ++h) {
-      const double product = bf16_if(cpu_order_dot(query + h * dim, key, dim), args.faithful);
-      const double relu = product < 0.0 ? 0.0 : product;  // std::max(product, 0.0), NaN kept
-      // Explicit roundings: a fused multiply-add here would differ from the CPU's product-then-sum.
-      sum = __dadd_rn(sum, bf16_if(__dmul_rn(relu, static_cast<double>(weights[h])), args.faithful));
-    }
-    const float value = __double2float_rn(sum);
-    *out = args.faithful ? nm::bf16_to_float(nm::bf16_from_float(value)) : value;
+    *out = exact_entry_score(query, weights, key, heads, dim, args.faithful);
   }
 }
 
@@ -153,7 +156,7 @@ int sm_count() {
 
 constexpr size_t kMaxExactSmem = 200 * 1024;
 
-void launch_exact_scores(const IndexScoringArgs& args, const int* skip, cudaStream_t stream) {
+void launch_exact_scores(const IndexScoringArgs& args, cudaStream_t stream) {
   const size_t smem = exact_scores_smem(args.heads, args.dim);
   static const bool configured = [] {
     FKV_CUDA_CHECK(cudaFuncSetAttribute(exact_scores_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -162,18 +165,9 @@ void launch_exact_scores(const IndexScoringArgs& args, const int* skip, cudaStre
   }();
   (void)configured;
   const int64_t tiles = (args.key_count + kScoreThreads - 1) / kScoreThreads;
-  // As the fallback of the tensor-core path (skip given) it usually has nothing to do: a few CTAs per row
-  // keep that cheap; a row that does need it (queries that are not MXFP4-exact) is rare.
-  constexpr int64_t kFallbackCtasPerRow = 16;
-  const int64_t per_row = skip != nullptr
-                              ? kFallbackCtasPerRow
-                              : std::max<int64_t>(1, 4 * sm_count() / std::max<int64_t>(args.n, 1));
+  const int64_t per_row = std::max<int64_t>(1, 4 * sm_count() / std::max<int64_t>(args.n, 1));
   const dim3 grid(static_cast<unsigned>(std::min(tiles, per_row)), static_cast<unsigned>(args.n));
-  if (skip != nullptr) {
-    launch_after_previous(exact_scores_kernel, grid, kScoreThreads, smem, stream, args, skip);
-    return;
-  }
-  exact_scores_kernel<<<grid, kScoreThreads, smem, stream>>>(args, skip);
+  exact_scores_kernel<<<grid, kScoreThreads, smem, stream>>>(args);
   FKV_CUDA_CHECK_LAUNCH();
 }
 
@@ -264,8 +258,21 @@ struct PreparedHead {
   int low, high;      // smallest and largest block code of the head
 };
 
+// |y| in {0, 1, 2, 3, 4, 6, 8, 12}: y is a doubled E2M1 value (by its bits: 0 and 1 exactly; 2 .. 12 with
+// exponents 1..3 and at most the leading mantissa bit).
+__device__ inline bool is_doubled_e2m1(float y) {
+  const uint32_t m = __float_as_uint(y) & 0x7FFFFFFFu;
+  return m == 0u || m == 0x3F800000u || (m >= 0x40000000u && m <= 0x41400000u && (m & 0x3FFFFFu) == 0u);
+}
+
 // Codes head `head` of row `row` from the lane's four channels x; returns whether the head is exactly
 // MXFP4 with normal-range scales (2^(code - 129) a normal float, decode(encode(x)) == x).
+//
+// decode(encode(x)) == x iff y = 2x/scale = x·2^(128 − code) is a doubled E2M1 value: if it is, x/scale is
+// an E2M1 value, which encode finds and decode multiplies back exactly (a normal result); if x equals a
+// decoded value e·scale, y = 2e. The product is exact whenever it is >= 2^-126 in magnitude (a power of
+// two in the normal range: code in [3, 254]); below that only a zero is a doubled E2M1 value, and a zero
+// product is exact iff x is zero.
 __device__ inline bool code_head(float4 x, PreparedHead& h) {
   const float v[4] = {x.x, x.y, x.z, x.w};
   float amax = 0.0f;
@@ -275,13 +282,13 @@ __device__ inline bool code_head(float4 x, PreparedHead& h) {
   for (int offset = 1; offset < 8; offset <<= 1)  // the block's 8 lanes
     amax = nm::amax_combine(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, offset));
   const uint8_t code = nm::mxfp4_block_scale_code(amax);
-  const float scale = nm::e8m0_to_float(code);
   bool exact = code >= 3 && code != 0xFF;
+  const float unit = __uint_as_float((255u - min(max(static_cast<uint32_t>(code), 3u), 254u)) << 23);
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
-    const uint8_t c = nm::mxfp4_encode(v[k], scale);
-    exact = exact && nm::fp4_decode(c, scale) == v[k];
-    h.doubled[k] = static_cast<int8_t>(2.0f * nm::e2m1_to_float(c));
+    const float y = __fmul_rn(v[k], unit);
+    exact = exact && is_doubled_e2m1(y) && (y != 0.0f || v[k] == 0.0f);
+    h.doubled[k] = static_cast<int8_t>(__float2int_rz(y));  // used only when exact
   }
   h.code = code;
   h.low = h.high = code;
@@ -405,17 +412,43 @@ __device__ inline void mma_u8s8(int (&c)[4], const uint32_t (&a)[4], uint32_t b0
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-__device__ inline void cp_async_16(void* shared, const void* global, int bytes) {
-  const auto dst = static_cast<uint32_t>(__cvta_generic_to_shared(shared));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(global), "r"(bytes)
+// ---- bulk copies (TMA) completing on an mbarrier ----
+
+__device__ inline uint32_t shared_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ inline void mbarrier_init(uint64_t* bar, unsigned arrivals) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(shared_address(bar)), "r"(arrivals)
                : "memory");
 }
-__device__ inline void cp_async_commit() {
-  asm volatile("cp.async.commit_group;" ::: "memory");
+// Makes the initialized barriers visible to the async proxy (then a CTA barrier for the other threads).
+__device__ inline void mbarrier_init_fence() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 }
-template <int kPending>
-__device__ inline void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
+// One arrival that also expects `bytes` of bulk-copy transactions before the phase completes.
+__device__ inline void mbarrier_arrive_expect(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(bar)), "r"(bytes)
+               : "memory");
+}
+// Waits until the barrier's phase of parity `parity` has completed.
+__device__ inline void mbarrier_wait(uint64_t* bar, uint32_t parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT;\n"
+      "}\n" ::"r"(shared_address(bar)),
+      "r"(parity)
+      : "memory");
+}
+// bytes (a multiple of 16, both addresses 16-byte aligned) from global to shared memory, counted on bar.
+__device__ inline void bulk_load(void* shared, const void* global, uint32_t bytes, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+          shared_address(shared)),
+      "l"(global), "r"(bytes), "r"(shared_address(bar))
+      : "memory");
 }
 
 // RNE to BF16 in one conversion (cvt.rn.bf16.f32): the host's bf16_from_float on every non-NaN input.
@@ -432,26 +465,33 @@ struct FastArgs {
   int heads;
   PreparedQueries queries;
   float* scores;
-  int rows_per_cta;  // min(n, kFastRows): the shared query slots (fewer rows, more CTAs per SM)
+  int rows_per_cta;          // min(n, kFastRows): the shared query slots (fewer rows, more CTAs per SM)
+  const float* raw_queries;  // [n, heads, 128]: the rows that are not MXFP4-exact are scored from these
+  bool force_redo;           // IndexScoringArgs::force_exact_redo
 };
 
-// Loads tile `tile` of key records into a stage (zero-filled past the last record).
-__device__ inline void load_tile(const FastArgs& a, int64_t tile, uint8_t* stage) {
-  const int64_t first_byte = tile * kFastTileBytes;
-  const int64_t total_bytes = a.count * kKeyBytes;
-  for (int chunk = threadIdx.x; chunk < kFastTileBytes / 16; chunk += kFastThreads) {
-    const int64_t offset = first_byte + chunk * 16;
-    const int64_t left = total_bytes - offset;
-    if (left >= 16) {
-      cp_async_16(stage + chunk * 16, a.keys + offset, 16);
-      continue;
-    }
-    // The tail of the last record (records are 68 bytes, a multiple of 4 but not of 16) and the space
-    // past it: plain 4-byte loads and zeros, so no access reaches past the key buffer.
-    auto* words = reinterpret_cast<uint32_t*>(stage + chunk * 16);
-    for (int w = 0; w < 4; ++w)
-      words[w] = 4 * w < left ? *reinterpret_cast<const uint32_t*>(a.keys + offset + 4 * w) : 0u;
-  }
+// Tile `tile` of key records into a stage, issued by one thread: its whole 16-byte chunks by one bulk copy
+// counted on `bar` (every tile but the last is 8704 bytes); fill_tile_tail completes a partial tile.
+__device__ inline void issue_tile(const FastArgs& a, int64_t tile, uint8_t* stage, uint64_t* bar) {
+  const int64_t first = tile * kFastTileBytes;
+  const auto bytes =
+      static_cast<uint32_t>(min(a.count * kKeyBytes - first, int64_t{kFastTileBytes}) & ~int64_t{15});
+  mbarrier_arrive_expect(bar, bytes);
+  if (bytes > 0) bulk_load(stage, a.keys + first, bytes, bar);
+}
+
+__device__ inline bool tile_is_partial(const FastArgs& a, int64_t tile) {
+  return (tile + 1) * kFastTileBytes > a.count * kKeyBytes;
+}
+
+// The last tile after its bulk copy: the tail of its last record (records are 68 bytes, a multiple of 4
+// but not of 16) by 4-byte loads, zeros past it (no access reaches past the key buffer). All threads.
+__device__ inline void fill_tile_tail(const FastArgs& a, int64_t tile, uint8_t* stage) {
+  const int64_t first = tile * kFastTileBytes, left = a.count * kKeyBytes - first;
+  auto* words = reinterpret_cast<uint32_t*>(stage);
+  for (int w = static_cast<int>(left / 16) * 4 + static_cast<int>(threadIdx.x); w < kFastTileBytes / 4;
+       w += kFastThreads)
+    words[w] = 4 * w < left ? *reinterpret_cast<const uint32_t*>(a.keys + first + 4 * w) : 0u;
 }
 
 // Scores of the 16 entries of one m-tile (records at `records`, first entry `entry0`) for query row r.
@@ -611,22 +651,18 @@ __device__ inline float narrow_term(int biased, float ws) {
   return round_bf16_normal(__fmul_rn(round_bf16_normal(x), ws));
 }
 
-// The same for two heads of one entry with BF16 roundings by cvt.rn.bf16x2 (two values per instruction
-// on the conversion pipe; the variant benchmarked against narrow_term): t0 from biased0 and ws0.
-__device__ inline uint32_t pack_bf16x2(float high, float low) {
+// The same with the BF16 roundings by cvt.rn.bf16x2 (the variant benchmarked against narrow_term). Each
+// conversion packs the value with a zero in the low half, so its result read as a float is the rounded
+// value itself: one conversion per rounding and no unpacking (two values per conversion cost the same
+// conversions plus a LOP3 or shift per value to unpack them).
+__device__ inline float round_bf16_cvt(float x) {
   uint32_t r;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(high), "f"(low));
-  return r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(x), "f"(0.0f));
+  return __uint_as_float(r);
 }
 
-__device__ inline void narrow_term_pair(int biased0, int biased1, float ws0, float ws1, float& t0,
-                                        float& t1) {
-  const uint32_t r = pack_bf16x2(fma_saturate(__int_as_float(biased0), 0x1p-22f, -3.0f),
-                                 fma_saturate(__int_as_float(biased1), 0x1p-22f, -3.0f));
-  const uint32_t t =
-      pack_bf16x2(__fmul_rn(__uint_as_float(r & 0xFFFF0000u), ws0), __fmul_rn(__uint_as_float(r << 16), ws1));
-  t0 = __uint_as_float(t & 0xFFFF0000u);
-  t1 = __uint_as_float(t << 16);
+__device__ inline float narrow_term_cvt(int biased, float ws) {
+  return round_bf16_cvt(__fmul_rn(round_bf16_cvt(fma_saturate(__int_as_float(biased), 0x1p-22f, -3.0f)), ws));
 }
 
 // The key exponents of a warp's 32 records: record q = 0..3 of a lane is entry g + 8q (m-tile q / 2,
@@ -709,15 +745,15 @@ __device__ __forceinline__ void narrow_terms(const uint32_t (&a)[2][kFastBlocks]
     for (int mt = 0; mt < 2; ++mt) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        float t0, t1;
-        if constexpr (kCvt) {
-          narrow_term_pair(acc[mt][2 * h], acc[mt][2 * h + 1], w.x, w.y, t0, t1);
-        } else {
-          t0 = narrow_term(acc[mt][2 * h], w.x);
-          t1 = narrow_term(acc[mt][2 * h + 1], w.y);
-        }
-        add(mt * 2 + h, t0);
-        add(mt * 2 + h, t1);
+        const auto term = [](int biased, float ws) {
+          if constexpr (kCvt) {
+            return narrow_term_cvt(biased, ws);
+          } else {
+            return narrow_term(biased, ws);
+          }
+        };
+        add(mt * 2 + h, term(acc[mt][2 * h], w.x));
+        add(mt * 2 + h, term(acc[mt][2 * h + 1], w.y));
       }
     }
   }
@@ -755,7 +791,7 @@ __device__ void score_narrow_entries(const FastArgs& a, const uint32_t (&frag_a)
   // round_bf16_normal is the identity; two equal such bounds are the exact sum, a multiple of 2^-133 in
   // the CPU's scale, which BF16 represents.)
   float result = round_bf16_normal(s_high);
-  const bool certain = round_bf16_normal(s_low) == result;
+  const bool certain = round_bf16_normal(s_low) == result && !a.force_redo;
   if (__any_sync(0xFFFFFFFFu, !certain)) {
     // Rare (an inexact fp32 sum near a BF16 midpoint): the terms again, summed exactly.
     double exact[4] = {0.0, 0.0, 0.0, 0.0};
@@ -770,6 +806,24 @@ __device__ void score_narrow_entries(const FastArgs& a, const uint32_t (&frag_a)
   const int ek = t == 0 ? k.min[0] : t == 1 ? k.min[1] : t == 2 ? k.min[2] : k.min[3];
   const float scale = __uint_as_float(static_cast<uint32_t>(ek + 20) << 23);
   a.scores[row * a.count + entry] = entry < visible ? result * scale : -INFINITY;
+}
+
+// A row whose queries are not MXFP4-exact: lane l scores entry entry0 + l from its record in the stage in
+// the CPU's arithmetic (exact_entry_score on the key decoded as the CPU decodes it). Rare (the engine
+// passes fake-quantized queries), so simple.
+__device__ __noinline__ void score_exact_entries(const FastArgs& a, const uint8_t* records, int64_t entry0,
+                                                 int64_t row, int64_t visible) {
+  const int lane = threadIdx.x & 31;
+  const int64_t entry = entry0 + lane;
+  if (entry >= a.count) return;
+  float value = -INFINITY;
+  if (entry < visible) {
+    float key[kFastDim];
+    nm::dequantize_mxfp4_key(records + lane * kKeyBytes, kFastDim, key);
+    value = exact_entry_score(a.raw_queries + row * a.heads * kFastDim, a.weights + row * a.heads, key,
+                              a.heads, kFastDim, true);
+  }
+  a.scores[row * a.count + entry] = value;
 }
 
 // kCvt: the BF16 roundings of the narrow-term path by cvt.rn.bf16x2 instead of FMAs (benchmark A/B).
@@ -789,19 +843,21 @@ __global__ void __launch_bounds__(kFastThreads, 4) fast_scores_kernel(const __gr
   __shared__ int row_fast[kFastRows], row_span[kFastRows];
   __shared__ int2 row_range[kFastRows];
   __shared__ int64_t row_visible[kFastRows];
+  __shared__ __align__(8) uint64_t stage_full[kFastStages];  // bulk copy of the stage's tile complete
   const int64_t row0 = static_cast<int64_t>(blockIdx.y) * rows_cta;
   const int rows = static_cast<int>(min(static_cast<int64_t>(rows_cta), a.n - row0));
   const int64_t tiles = (a.count + kFastTileEntries - 1) / kFastTileEntries;
   // Prologue: the first kFastStages - 1 tiles of this CTA in flight (keys are inputs, not the preparation
   // kernel's results, so this overlaps its run), then the prepared queries.
-#pragma unroll
-  for (int s = 0; s < kFastStages - 1; ++s) {
-    const int64_t tile = blockIdx.x + static_cast<int64_t>(s) * gridDim.x;
-    if (tile < tiles) load_tile(a, tile, stages + s * kFastTileBytes);
-    cp_async_commit();
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kFastStages; ++s) mbarrier_init(&stage_full[s], 1);
+    mbarrier_init_fence();
+    for (int s = 0; s < kFastStages - 1; ++s) {
+      const int64_t tile = blockIdx.x + static_cast<int64_t>(s) * gridDim.x;
+      if (tile < tiles) issue_tile(a, tile, stages + s * kFastTileBytes, &stage_full[s]);
+    }
   }
   wait_for_previous_grid();
-  allow_next_grid();  // the exact fallback kernel may start (it waits for this grid to finish)
   // Fragment order: slot ((r·heads/8 + j)·4 + k)·32 + lane holds head j·8 + lane/4, channels
   // (lane%4)·32 + k·8 .. + 8 (the k order of narrow_key_fragments).
   for (int i = threadIdx.x; i < rows * per_row / 8; i += kFastThreads) {
@@ -824,16 +880,21 @@ __global__ void __launch_bounds__(kFastThreads, 4) fast_scores_kernel(const __gr
     row_range[threadIdx.x] = a.queries.key_range[row0 + threadIdx.x];
     row_visible[threadIdx.x] = a.visible[row0 + threadIdx.x];
   }
+  __syncthreads();  // the query slots and the barriers' initialization
   int stage = 0;
+  uint32_t parity = 0;  // of the stages' current use
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
     // Issue the tile kFastStages - 1 ahead into the stage consumed last iteration.
     const int64_t ahead = tile + static_cast<int64_t>(kFastStages - 1) * gridDim.x;
     const int ahead_stage = (stage + kFastStages - 1) % kFastStages;
-    if (ahead < tiles) load_tile(a, ahead, stages + ahead_stage * kFastTileBytes);
-    cp_async_commit();
-    cp_async_wait<kFastStages - 1>();
-    __syncthreads();
+    if (threadIdx.x == 0 && ahead < tiles)
+      issue_tile(a, ahead, stages + ahead_stage * kFastTileBytes, &stage_full[ahead_stage]);
+    mbarrier_wait(&stage_full[stage], parity);
+    if (tile_is_partial(a, tile)) {
+      fill_tile_tail(a, tile, stages + stage * kFastTileBytes);
+      __syncthreads();
+    }
     {
       const uint8_t* records = stages + stage * kFastTileBytes + warp * kWarpEntries * kKeyBytes;
       const int64_t entry0 = tile * kFastTileEntries + warp * kWarpEntries;
@@ -842,7 +903,10 @@ __global__ void __launch_bounds__(kFastThreads, 4) fast_scores_kernel(const __gr
       uint32_t frag_a[2][kFastBlocks][4];
       if (k.narrow) narrow_key_fragments(records, k, g, t, frag_a);
       for (int r = 0; r < rows; ++r) {
-        if (!row_fast[r]) continue;  // the exact kernel scores this row
+        if (!row_fast[r]) {
+          score_exact_entries(a, records, entry0, row0 + r, row_visible[r]);
+          continue;
+        }
         const int2 range = row_range[r];
         bool in_range = true;
 #pragma unroll
@@ -861,9 +925,11 @@ __global__ void __launch_bounds__(kFastThreads, 4) fast_scores_kernel(const __gr
       }
     }
     __syncthreads();  // the stage is refilled next iteration
-    stage = (stage + 1) % kFastStages;
+    if (++stage == kFastStages) {
+      stage = 0;
+      parity ^= 1u;
+    }
   }
-  cp_async_wait<0>();
 }
 
 size_t fast_scores_smem(int heads, int rows_per_cta) {
@@ -936,10 +1002,10 @@ void launch_fast_scores(const IndexScoringArgs& args, void* workspace, cudaStrea
   const int64_t tiles = (args.key_count + kFastTileEntries - 1) / kFastTileEntries;
   const int64_t per_group = std::max<int64_t>(1, blocks_per_sm * sm_count() / row_groups);
   const dim3 grid(static_cast<unsigned>(std::min(tiles, per_group)), static_cast<unsigned>(row_groups));
-  FastArgs fast{args.keys,  args.key_count, args.head_weights, args.n_visible, args.n,
-                args.heads, prepared,       args.scores,       rows_per_cta};
+  FastArgs fast{
+      args.keys,   args.key_count, args.head_weights, args.n_visible,       args.n, args.heads, prepared,
+      args.scores, rows_per_cta,   args.queries,      args.force_exact_redo};
   launch_after_previous(kernel, grid, kFastThreads, smem, stream, fast);
-  launch_exact_scores(args, prepared.fast, stream);  // rows whose queries are not MXFP4-exact
 }
 
 // ---- candidate pool -----------------------------------------------------------------------------------
@@ -1012,7 +1078,7 @@ void index_scores(const IndexScoringArgs& args, cudaStream_t stream) {
   if (!args.queries || !args.head_weights || !args.keys || !args.n_visible || !args.scores)
     invalid(kFn, "null pointer");
   if (!fast_path_applies(args)) {
-    launch_exact_scores(args, nullptr, stream);
+    launch_exact_scores(args, stream);
     return;
   }
   const size_t needed = index_scores_workspace_bytes(args.n, args.heads);

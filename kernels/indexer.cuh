@@ -50,6 +50,10 @@ struct IndexScoringArgs {
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
   IndexRounding rounding = IndexRounding::kConvert;
+  // Test hook: every entry of the tensor-core path's fp32 head sum takes the rare exact redo (double head
+  // sum) as if its rounding certificate had failed. Same results, slower; tests/gpu/test_indexer.cpp runs
+  // it so that the conformance tests cover that path every time.
+  bool force_exact_redo = false;
 };
 
 size_t index_scores_workspace_bytes(int64_t n, int heads);

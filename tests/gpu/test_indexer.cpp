@@ -5,7 +5,8 @@
 //     counts 1..5, key counts that are not multiples of the CTA tile, visibility 0..count per row, the
 //     V4.1 shape (32 heads x 128) and a small one; on the tensor-core path also weights that put head
 //     sums exactly on BF16 midpoints, tiny / huge weights with keys over ~100 binades (tiles inside and
-//     outside the narrow-term path's range in one row), and both BF16 rounding variants;
+//     outside the narrow-term path's range in one row), both BF16 rounding variants, and the narrow-term
+//     path's exact redo forced for every entry (test hook; otherwise rarely taken);
 //   - the candidate pool: identical bytes, for block maxima with heavy ties, empty pools (no visible
 //     entry), full pools (topk_blocks above the block count), m not a multiple of the block size;
 //   - the pool restriction: identical scores.
@@ -77,6 +78,7 @@ struct ScoreCase {
   int entry_spread = 0;  // key j scaled by 2^(±k), k uniform in [0, entry_spread] (sign per case)
   bool dyadic_weights = false;  // weights k·2^-j with |k| <= 2 (zeros; sums often on BF16 midpoints)
   fc::IndexRounding rounding = fc::IndexRounding::kConvert;
+  bool force_redo = false;  // the narrow-term path's exact redo for every entry (test hook)
 };
 
 void check_scores(int64_t rows, int heads, int dim, int64_t count, ScoreCase c, uint64_t seed) {
@@ -140,6 +142,7 @@ void check_scores(int64_t rows, int heads, int dim, int64_t count, ScoreCase c, 
   args.scores = d_scores.data();
   args.faithful = faithful;
   args.rounding = c.rounding;
+  args.force_exact_redo = c.force_redo;
   fc::index_scores(args, nullptr);
   REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
   const std::vector<float> got = d_scores.download();
@@ -190,6 +193,12 @@ TEST_CASE("gpu index scores are bit-identical to the CPU backend's", "[gpu][inde
   check_scores(5, 32, 128, big, ScoreCase{true, false, 0, 0, 0, 0, false, kFma}, ++s);
   check_scores(4, 32, 128, 3001, ScoreCase{true, false, 0, 0, 0, 0, true, kFma}, ++s);
   check_scores(3, 32, 128, 3001, ScoreCase{true, false, 0, 0, -40, -100, false, kFma}, ++s);
+  // The exact redo of the narrow-term path (double head sum, normally taken only when the fp32 interval
+  // does not decide the BF16 rounding) forced for every entry, both roundings, with an un-quantized row.
+  for (const fc::IndexRounding rounding : {fc::IndexRounding::kConvert, kFma}) {
+    check_scores(4, 32, 128, 3001, ScoreCase{true, true, 0, 0, 0, 0, false, rounding, true}, ++s);
+    check_scores(3, 32, 128, 2000, ScoreCase{true, false, 0, 0, 0, 0, true, rounding, true}, ++s);
+  }
 }
 
 namespace {
