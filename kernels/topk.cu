@@ -489,8 +489,9 @@ constexpr int kFilterThreads = 512;
 constexpr int kFilterItems = kItems;
 constexpr int kFilterWarps = kFilterThreads / 32;
 constexpr int64_t kFilterTile = kFilterThreads * kFilterItems;
-constexpr int kSampleItems = 16;
-constexpr int64_t kSamples = kFilterThreads * kSampleItems;  // 256 runs of 32 consecutive entries
+constexpr int kSampleThreads = 1024;  // the sample kernel: one CTA per row
+constexpr int kSampleItems = 8;
+constexpr int64_t kSamples = kSampleThreads * kSampleItems;  // 256 runs of 32 consecutive entries
 constexpr uint32_t kCapacity = 8192;                         // candidates per row (and per chunk)
 constexpr int64_t kFilterMaxK = kCapacity / 4;               // a guess for 2k stays well inside it
 constexpr int kMergeThreads = kRowThreads;                   // the fallback is select_row_radix
@@ -502,45 +503,198 @@ struct FilterWorkspace {
   uint2* kept;       // [rows, chunks, kCapacity] (key, index) of those entries, in index order
 };
 
-// The first entry of the tile that this thread reads (item i is 32·i further).
-__device__ inline int64_t tile_entry(int64_t base) {
-  return base + static_cast<int64_t>(threadIdx.x >> 5) * kWarpSpan + (threadIdx.x & 31u);
-}
+// ---- filter tiles: warp rows of V-entry groups in packed 32-bit words ----------------------------------
+//
+// Thread (warp w, lane l) holds kItems entries of a tile as kItems / V groups of V consecutive entries: group
+// j is entries tile_first + j·32·V + [0, V), tile_first = base + w·kWarpSpan + l·V, so a tile's index order
+// is (warp, group, lane, entry). V = 16 bytes / sizeof(T) when the row is 16-byte aligned (one vector load
+// per group: 4 fp32 or 8 BF16), else 1 (scalar loads). Entry e of the thread (e = j·V + s) lives in word
+// e·sizeof(T)/4 of `words` (BF16: the low half for even e, as a vector load puts it). A group is tested by
+// its max (one comparison per group; NaN never wins a max); only warps with a flagged group look at entries.
 
-// Tile [base, base + kFilterTile) of a chunk ending at `end`, padded past the end.
 template <typename T>
-__device__ inline void load_tile(const T* data, int64_t base, int64_t end, T (&raw)[kFilterItems]) {
-  const int64_t first = tile_entry(base);
-  if (base + kFilterTile <= end) {
-    const T* entries = data + first;
-#pragma unroll
-    for (int i = 0; i < kFilterItems; ++i) raw[i] = entries[32 * i];
+constexpr int kWords = static_cast<int>(sizeof(T)) * kItems / 4;
+
+template <typename T>
+__device__ inline float entry_score(const uint32_t (&words)[kWords<T>], int e) {
+  if constexpr (sizeof(T) == 4) {
+    return __uint_as_float(words[e]);
   } else {
-#pragma unroll
-    for (int i = 0; i < kFilterItems; ++i)
-      raw[i] = first + 32 * i < end ? data[first + 32 * i] : padding_score<T>();
+    const uint32_t w = words[e >> 1];
+    return __uint_as_float((e & 1) ? (w & 0xFFFF0000u) : (w << 16));
   }
 }
 
-// L for a row of n > kShortMax entries from kSamples entries in 256 evenly spaced runs; the same in every
-// CTA of the row (same entries, same arithmetic).
+// The key of a valid entry (BF16: low 16 bits cleared, as order_key(uint16_t)).
 template <typename T>
-__device__ uint32_t sampled_lower_key(const T* data, int64_t n, int64_t k) {
+__device__ inline uint32_t entry_key(const uint32_t (&words)[kWords<T>], int e) {
+  return order_key(entry_score<T>(words, e)) & (sizeof(T) == 2 ? 0xFFFF0000u : 0xFFFFFFFFu);
+}
+
+__device__ inline uint32_t max_bf16x2(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("max.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));  // a NaN half yields the other operand's
+  return d;
+}
+
+// The largest score of group j (NaN only when all of it is NaN; then every comparison is false).
+template <typename T, int V>
+__device__ inline float group_max(const uint32_t (&words)[kWords<T>], int j) {
+  if constexpr (V == 1) {
+    return entry_score<T>(words, j);
+  } else if constexpr (sizeof(T) == 4) {
+    static_assert(V == 4);
+    return fmaxf(fmaxf(__uint_as_float(words[4 * j]), __uint_as_float(words[4 * j + 1])),
+                 fmaxf(__uint_as_float(words[4 * j + 2]), __uint_as_float(words[4 * j + 3])));
+  } else {
+    static_assert(V == 8);
+    const uint32_t m = max_bf16x2(max_bf16x2(words[4 * j], words[4 * j + 1]),
+                                  max_bf16x2(words[4 * j + 2], words[4 * j + 3]));
+    return fmaxf(__uint_as_float(m << 16), __uint_as_float(m & 0xFFFF0000u));
+  }
+}
+
+// Bit s set when entry s of group j is >= the threshold score.
+template <typename T, int V>
+__device__ inline uint32_t group_flags(const uint32_t (&words)[kWords<T>], int j, float threshold) {
+  uint32_t flags = 0;
+#pragma unroll
+  for (int s = 0; s < V; ++s)
+    flags |= static_cast<uint32_t>(entry_score<T>(words, j * V + s) >= threshold) << s;
+  return flags;
+}
+
+// The 16 bytes at `p` (a group of an aligned row).
+__device__ inline uint4 load_group(const void* p) {
+  return *static_cast<const uint4*>(p);
+}
+
+// The words of tile [base, base + kFilterTile) of a chunk ending at `end`, padded with −∞ past the end.
+template <typename T, int V>
+__device__ inline void load_tile(const T* data, int64_t base, int64_t end, uint32_t (&words)[kWords<T>]) {
+  constexpr uint32_t kPadding = sizeof(T) == 4 ? 0xFF800000u : 0xFF80FF80u;  // −∞ (BF16: two of them)
+  const int64_t first = base + static_cast<int64_t>(threadIdx.x >> 5) * kWarpSpan + (threadIdx.x & 31u) * V;
+  const bool whole = base + kFilterTile <= end;
+  if constexpr (V == 1) {
+#pragma unroll
+    for (int e = 0; e < kItems; ++e) {
+      const int64_t i = first + 32 * e;
+      uint32_t bits = 0xFF800000u;
+      if (whole || i < end) {
+        if constexpr (sizeof(T) == 4)
+          bits = __float_as_uint(data[i]);
+        else
+          bits = static_cast<uint32_t>(data[i]) << 16;
+      }
+      if constexpr (sizeof(T) == 4)
+        words[e] = bits;
+      else if (e & 1)
+        words[e >> 1] |= bits;
+      else
+        words[e >> 1] = bits >> 16;
+    }
+  } else {
+    // Aligned rows: n is a multiple of V, so a group lies wholly inside or wholly past the end.
+#pragma unroll
+    for (int j = 0; j < kItems / V; ++j) {
+      const int64_t i = first + 32 * V * j;
+      const uint4 v =
+          whole || i < end ? load_group(data + i) : make_uint4(kPadding, kPadding, kPadding, kPadding);
+      words[4 * j] = v.x;
+      words[4 * j + 1] = v.y;
+      words[4 * j + 2] = v.z;
+      words[4 * j + 3] = v.w;
+    }
+  }
+}
+
+// Bit j set when group j holds an entry >= the threshold score.
+template <typename T, int V>
+__device__ inline uint32_t flagged_groups(const uint32_t (&words)[kWords<T>], float threshold) {
+  uint32_t groups = 0;
+#pragma unroll
+  for (int j = 0; j < kItems / V; ++j)
+    groups |= static_cast<uint32_t>(group_max<T, V>(words, j) >= threshold) << j;
+  return groups;
+}
+
+// Entries >= the threshold in this thread's flagged groups.
+template <typename T, int V>
+__device__ inline uint32_t flagged_count(const uint32_t (&words)[kWords<T>], uint32_t groups,
+                                         float threshold) {
+  if constexpr (V == 1) {
+    return static_cast<uint32_t>(__popc(groups));
+  } else {
+    uint32_t count = 0;
+#pragma unroll
+    for (int j = 0; j < kItems / V; ++j) {
+      if ((groups >> j) & 1u) count += static_cast<uint32_t>(__popc(group_flags<T, V>(words, j, threshold)));
+    }
+    return count;
+  }
+}
+
+// Warp-collective: emit(slot, key, index) for every entry >= the threshold of the warp's part of the tile,
+// in index order from slot `position` on (the lanes' counts per group placed by an exclusive scan done with
+// one ballot per bit of the count).
+template <typename T, int V, typename Emit>
+__device__ inline void place_flagged(const uint32_t (&words)[kWords<T>], uint32_t groups, float threshold,
+                                     int64_t base, uint32_t position, Emit emit) {
+  const unsigned lane = threadIdx.x & 31u;
+  const uint32_t lanes_below = (1u << lane) - 1u;
+  const int64_t first = base + static_cast<int64_t>(threadIdx.x >> 5) * kWarpSpan + lane * V;
+#pragma unroll
+  for (int j = 0; j < kItems / V; ++j) {
+    const bool mine = (groups >> j) & 1u;
+    const uint32_t ballot = __ballot_sync(~0u, mine);
+    if (ballot == 0) continue;
+    const int64_t group_first = first + 32 * V * j;
+    if constexpr (V == 1) {
+      if (mine)
+        emit(position + static_cast<uint32_t>(__popc(ballot & lanes_below)), entry_key<T>(words, j),
+             group_first);
+      position += static_cast<uint32_t>(__popc(ballot));
+    } else {
+      const uint32_t flags = mine ? group_flags<T, V>(words, j, threshold) : 0u;
+      const uint32_t count = static_cast<uint32_t>(__popc(flags));
+      uint32_t before = 0, sum = 0;
+#pragma unroll
+      for (int b = 0; (1 << b) <= V; ++b) {
+        const uint32_t plane = __ballot_sync(~0u, (count >> b) & 1u);
+        before += static_cast<uint32_t>(__popc(plane & lanes_below)) << b;
+        sum += static_cast<uint32_t>(__popc(plane)) << b;
+      }
+      uint32_t slot = position + before;
+#pragma unroll
+      for (int s = 0; s < V; ++s) {  // static indices: `words` stays in registers
+        if ((flags >> s) & 1u) emit(slot++, entry_key<T>(words, j * V + s), group_first + s);
+      }
+      position += sum;
+    }
+  }
+}
+
+// Row blockIdx.x (n > kShortMax): L from kSamples entries in 256 evenly spaced runs of 32, into lower[row].
+// Once per row, not in every filter CTA of the row (there it cost as much as a tile). The filter kernel may
+// start at once (programmatic dependent launch): it loads its first tile, then waits for this grid.
+template <typename T>
+__global__ void __launch_bounds__(kSampleThreads)
+    top_k_sample_kernel(const T* scores, int64_t n, int64_t k, uint32_t* lower) {
   __shared__ uint32_t hist[kDistanceBuckets];
-  __shared__ uint32_t shared_lower;
+  asm volatile("griddepcontrol.launch_dependents;");
+  const T* data = scores + static_cast<int64_t>(blockIdx.x) * n;
   constexpr int64_t kRuns = kSamples / 32;
   const int64_t stride = (n - 32) / (kRuns - 1);  // the last run ends at or before n - 1
-  for (int b = threadIdx.x; b < kDistanceBuckets; b += kFilterThreads) hist[b] = 0;
+  for (int b = threadIdx.x; b < kDistanceBuckets; b += kSampleThreads) hist[b] = 0;
   uint32_t keys[kSampleItems];
   uint32_t local_max = 0;
 #pragma unroll
   for (int i = 0; i < kSampleItems; ++i) {
-    const int64_t q = threadIdx.x + static_cast<int64_t>(kFilterThreads) * i;
-    const int64_t position = (q >> 5) * stride + (q & 31);
-    keys[i] = order_key(data[position]);
+    const int64_t q = threadIdx.x + static_cast<int64_t>(kSampleThreads) * i;
+    keys[i] = order_key(data[(q >> 5) * stride + (q & 31)]);
     local_max = max(local_max, keys[i]);
   }
-  const uint32_t max_key = block_max<kFilterThreads>(local_max);
+  const uint32_t max_key = block_max<kSampleThreads>(local_max);
 #pragma unroll
   for (int i = 0; i < kSampleItems; ++i) {
     if (valid_key(keys[i])) atomicAdd(&hist[distance_bucket(max_key - keys[i])], 1u);
@@ -548,17 +702,16 @@ __device__ uint32_t sampled_lower_key(const T* data, int64_t n, int64_t k) {
   __syncthreads();
   if (threadIdx.x < 32) {
     const uint32_t bucket = rank_bucket(hist, sample_rank(k, kSamples, n));
-    if (threadIdx.x == 0) shared_lower = lower_key(max_key, bucket);
+    if (threadIdx.x == 0) lower[blockIdx.x] = lower_key(max_key, bucket);
   }
-  __syncthreads();
-  return shared_lower;
 }
 
-// CTA (chunk c, row r): keeps the entries >= L of scores[r, c·chunk, min(n, (c+1)·chunk)) in index order
-// (the first kCapacity of them) and counts them. The scores are read once, in coalesced tiles.
-template <typename T>
+// CTA (chunk c, row r): keeps the entries >= L (ws.lower[r], from the sample kernel) of
+// scores[r, c·chunk, min(n, (c+1)·chunk)) in index order (the first kCapacity of them) and counts them. The
+// scores are read once, in coalesced tiles.
+template <typename T, int V>
 __global__ void __launch_bounds__(kFilterThreads, 2)
-    top_k_filter_kernel(const T* scores, int64_t n, int64_t k, int64_t chunk, FilterWorkspace ws) {
+    top_k_filter_kernel(const T* scores, int64_t n, int64_t chunk, FilterWorkspace ws) {
   __shared__ uint32_t warp_counts[2][kFilterWarps];
   // The merge kernel may start now (programmatic dependent launch): its launch latency hides behind this
   // grid, and it waits for this grid's completion and memory before reading anything.
@@ -567,30 +720,30 @@ __global__ void __launch_bounds__(kFilterThreads, 2)
   const T* data = scores + row * n;
   const int64_t begin = static_cast<int64_t>(blockIdx.x) * chunk;
   const int64_t end = min(n, begin + chunk);
-  // The first tile's loads go out before the sample is taken (they do not depend on L), each later tile's
-  // while the previous one is compacted: the memory latency is not exposed once per tile.
-  T raw[kFilterItems];
-  load_tile(data, begin, end, raw);
-  const uint32_t lower = sampled_lower_key(data, n, k);
-  if (blockIdx.x == 0 && threadIdx.x == 0) ws.lower[row] = lower;
+  // The first tile's loads go out before L is known (they do not depend on it), each later tile's while the
+  // previous one is compacted: the memory latency is not exposed once per tile.
+  uint32_t raw[kWords<T>];
+  load_tile<T, V>(data, begin, end, raw);
+  asm volatile("griddepcontrol.wait;" ::: "memory");  // the sample grid has completed: L is in ws.lower
+  const uint32_t lower = ws.lower[row];
   // Entries are flagged by a float comparison (no key per entry; keys only for the candidates).
   const float lower_score = threshold_score<T>(lower);
   uint2* kept = ws.kept + (row * gridDim.x + blockIdx.x) * static_cast<int64_t>(kCapacity);
+  const auto emit = [&](uint32_t slot, uint32_t key, int64_t index) {
+    if (slot < kCapacity) kept[slot] = make_uint2(key, static_cast<uint32_t>(index));
+  };
   const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
-  const uint32_t lanes_below = (1u << lane) - 1u;
   uint32_t written = 0;
   int parity = 0;
   for (int64_t base = begin; base < end; base += kFilterTile) {
-    T current[kFilterItems];
-    uint32_t flags = 0, warp_total = 0;
+    uint32_t current[kWords<T>];
 #pragma unroll
-    for (int i = 0; i < kFilterItems; ++i) {
-      current[i] = raw[i];
-      const bool flag = as_float(current[i]) >= lower_score;
-      warp_total += static_cast<uint32_t>(__popc(__ballot_sync(~0u, flag)));
-      flags |= static_cast<uint32_t>(flag) << i;
-    }
-    if (base + kFilterTile < end) load_tile(data, base + kFilterTile, end, raw);
+    for (int w = 0; w < kWords<T>; ++w) current[w] = raw[w];
+    const uint32_t groups = flagged_groups<T, V>(current, lower_score);
+    uint32_t warp_total = 0;
+    if (__any_sync(~0u, groups != 0))
+      warp_total = __reduce_add_sync(~0u, flagged_count<T, V>(current, groups, lower_score));
+    if (base + kFilterTile < end) load_tile<T, V>(data, base + kFilterTile, end, raw);
     // Double-buffered warp counts: a tile's are read between its barrier and the next tile's; the tile
     // after next rewrites them only once past that next barrier.
     if (lane == 0) warp_counts[parity][warp] = warp_total;
@@ -598,17 +751,8 @@ __global__ void __launch_bounds__(kFilterThreads, 2)
     const uint32_t count = lane < kFilterWarps ? warp_counts[parity][lane] : 0u;
     const uint32_t tile_total = __reduce_add_sync(~0u, count);
     if (warp_total != 0) {
-      uint32_t position = written + __reduce_add_sync(~0u, lane < warp ? count : 0u);
-      const int64_t first = tile_entry(base);
-#pragma unroll
-      for (int i = 0; i < kFilterItems; ++i) {
-        const bool flag = (flags >> i) & 1u;
-        const uint32_t ballot = __ballot_sync(~0u, flag);
-        const uint32_t slot = position + static_cast<uint32_t>(__popc(ballot & lanes_below));
-        if (flag && slot < kCapacity)
-          kept[slot] = make_uint2(order_key(current[i]), static_cast<uint32_t>(first + 32 * i));
-        position += static_cast<uint32_t>(__popc(ballot));
-      }
+      const uint32_t position = written + __reduce_add_sync(~0u, lane < warp ? count : 0u);
+      place_flagged<T, V>(current, groups, lower_score, base, position, emit);
     }
     written += tile_total;
     parity ^= 1;
@@ -629,13 +773,13 @@ __global__ void __launch_bounds__(kMergeThreads)
   __shared__ typename Scan::TempStorage scan_storage;
   __shared__ uint32_t offsets[kMergeThreads];
   const int64_t row = blockIdx.x;
+  const uint32_t lower = ws.lower[row];  // loaded with the counts: one memory latency for both
   const uint32_t size = static_cast<int>(threadIdx.x) < chunks ? ws.counts[row * chunks + threadIdx.x] : 0u;
   uint32_t offset = 0, total = 0;
   Scan(scan_storage).ExclusiveSum(size, offset, total);
   if (static_cast<int>(threadIdx.x) < chunks) offsets[threadIdx.x] = offset;
   __syncthreads();
   int32_t* row_out = out + row * k;
-  const uint32_t lower = ws.lower[row];
   if (total > kCapacity || (static_cast<int64_t>(total) < k && lower != kLowestValidKey)) {
     select_row_radix(scores + row * n, n, k, row_out, static_cast<uint32_t*>(nullptr));
     return;
@@ -742,6 +886,16 @@ void launch_dependent(void (*kernel)(Params...), dim3 grid, int threads, size_t 
   FKV_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args...));
 }
 
+// Entries per 16-byte vector load.
+template <typename T>
+constexpr int kVector = 16 / static_cast<int>(sizeof(T));
+
+// Every row starts on a 16-byte boundary (then every filter tile and group does).
+template <typename T>
+bool vector_aligned(const T* scores, int64_t n) {
+  return reinterpret_cast<uintptr_t>(scores) % 16 == 0 && n % kVector<T> == 0;
+}
+
 template <typename T>
 void launch(const T* scores, int64_t rows, int64_t n, int64_t k, int32_t* out, void* workspace,
             cudaStream_t stream) {
@@ -767,9 +921,15 @@ void launch(const T* scores, int64_t rows, int64_t n, int64_t k, int32_t* out, v
                                reinterpret_cast<uint32_t*>(base + l.counts),
                                reinterpret_cast<uint2*>(base + l.kept)};
       const int64_t chunks = filter_chunks(rows, n);
-      top_k_filter_kernel<T><<<dim3(static_cast<unsigned>(chunks), grid_rows), kFilterThreads, 0, stream>>>(
-          scores, n, k, filter_chunk(rows, n), ws);
+      top_k_sample_kernel<T><<<grid_rows, kSampleThreads, 0, stream>>>(scores, n, k, ws.lower);
       FKV_CUDA_CHECK_LAUNCH();
+      const dim3 grid(static_cast<unsigned>(chunks), grid_rows);
+      if (vector_aligned(scores, n))
+        launch_dependent(top_k_filter_kernel<T, kVector<T>>, grid, kFilterThreads, 0, stream, scores, n,
+                         filter_chunk(rows, n), ws);
+      else
+        launch_dependent(top_k_filter_kernel<T, 1>, grid, kFilterThreads, 0, stream, scores, n,
+                         filter_chunk(rows, n), ws);
       launch_dependent(top_k_merge_kernel<T>, dim3(grid_rows), kMergeThreads,
                        kCapacity * 2 * sizeof(uint32_t), stream, scores, n, k, out, static_cast<int>(chunks),
                        ws);

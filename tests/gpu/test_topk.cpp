@@ -152,16 +152,19 @@ TEST_CASE("gpu top-k equals the CPU top-k on every shape and score distribution"
   // Every path: short rows (n <= 16384), the filter and merge kernels (n > 16384, k <= 2048), the whole-row
   // radix select (k > 2048; cached keys up to 48K entries). Sanitizer runs (small scale) keep one shape per
   // path and the distributions richest in ties and specials.
-  std::vector<Shape> shapes = {{1, 1, 1},       {3, 100, 512},    {5, 1000, 17},
-                               {2, 16387, 512}, {2, 70001, 2048}, {5, 65537, 512},
-                               {133, 301, 64},  {2, 20001, 3000}, {1, 16384, 512}};
+  // Rows of a multiple of 8 entries (16-byte aligned) take the filter's vector loads, the others scalar
+  // loads: both, with whole and partial last tiles.
+  std::vector<Shape> shapes = {{1, 1, 1},        {3, 100, 512},   {5, 1000, 17},  {2, 16387, 512},
+                               {2, 70001, 2048}, {5, 65537, 512}, {133, 301, 64}, {2, 20001, 3000},
+                               {1, 16384, 512},  {2, 65536, 512}, {3, 65544, 512}};
   std::vector<Distribution> distributions = {Distribution::kSpecials, Distribution::kFewValues,
                                              Distribution::kAscending};
   if (!small_scale()) {
     for (const Shape s :
          {Shape{2, 4095, 512}, Shape{3, 49153, 512}, Shape{1, 200003, 512}, Shape{133, 3001, 64},
           Shape{4, 100003, 1000}, Shape{6, 49153, 7}, Shape{1, 4096 * 8 + 1, 1}, Shape{1, 1000003, 512},
-          Shape{4, 262147, 512}, Shape{140, 50001, 512}, Shape{1, 60001, 2500}, Shape{3, 16383, 2047}})
+          Shape{4, 262147, 512}, Shape{140, 50001, 512}, Shape{1, 60001, 2500}, Shape{3, 16383, 2047},
+          Shape{1, 1 << 20, 512}, Shape{3, 262144, 512}, Shape{64, 65536, 512}, Shape{2, 100008, 300}})
       shapes.push_back(s);
     for (const Distribution d : {Distribution::kNormal, Distribution::kAllEqual, Distribution::kNegInfRow,
                                  Distribution::kMostlyNegInf})
