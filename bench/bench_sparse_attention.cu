@@ -104,20 +104,30 @@ void print_profile(fc::SparseAttentionArgs args, cudaStream_t stream, fc::Sparse
   FKV_CUDA_CHECK(cudaStreamSynchronize(stream));
   const auto us = [&](int a, int b) { return static_cast<double>(p[5 + b] - p[5 + a]) * 1e-3; };
   const auto kcycles = [&](int a, int b) { return static_cast<double>(p[b] - p[a]) * 1e-3; };
-  std::printf(
-      "  profile %s (CTA 0): key list %.1f us (%.1fK cyc), Q.K^T %.1f us (%.1fK), softmax %.1f us "
-      "(%.1fK), P.V %.1f us (%.1fK), total %.1f us (%.1fK cycles)\n",
-      name.c_str(), us(0, 1), kcycles(0, 1), us(1, 2), kcycles(1, 2), us(2, 3), kcycles(2, 3), us(3, 4),
-      kcycles(3, 4), us(0, 4), kcycles(0, 4));
-  // the sixth key tile of each pass, by stage (cycles; 0 where the variant has no such mark)
   const auto d = [&](int a, int b) {
     return p[a] != 0 && p[b] != 0 ? static_cast<double>(p[b] - p[a]) : 0.0;
   };
+  // phases between profile points 1-2, 2-3, 3-4: the one-pass variant has its own
+  const bool online = variant == fc::SparseAttentionVariant::kOnline;
+  const char* const phase[3] = {online ? "tile 0" : "Q.K^T", online ? "loop" : "softmax",
+                                online ? "output" : "P.V"};
   std::printf(
-      "  tile 5 %s (CTA 0, cycles): Q.K^T decode %.0f | barrier+MMA %.0f | halves sum %.0f, P.V decode %.0f "
-      "| "
-      "barrier+MMA %.0f | barrier %.0f\n",
-      name.c_str(), d(10, 11), d(11, 12), d(12, 13), d(15, 16), d(16, 17), d(17, 18));
+      "  profile %s (CTA 0): key list %.1f us (%.1fK cyc), %s %.1f us (%.1fK), %s %.1f us (%.1fK), %s %.1f us "
+      "(%.1fK), total %.1f us (%.1fK cycles)\n",
+      name.c_str(), us(0, 1), kcycles(0, 1), phase[0], us(1, 2), kcycles(1, 2), phase[1], us(2, 3),
+      kcycles(2, 3), phase[2], us(3, 4), kcycles(3, 4), us(0, 4), kcycles(0, 4));
+  // the sixth key tile's iteration by stage (cycles; 0 where the variant has no such mark)
+  if (online) {
+    std::printf(
+        "  tile 5 %s (CTA 0, cycles): Q.K^T issue + half decode %.0f | Q.K^T wait %.0f | exchange, softmax, "
+        "P.V issue, half decode %.0f | P.V wait %.0f\n",
+        name.c_str(), d(10, 11), d(11, 12), d(12, 15), d(15, 16));
+  } else {
+    std::printf(
+        "  tile 5 %s (CTA 0, cycles): Q.K^T decode %.0f | barrier+MMA %.0f | halves sum %.0f, P.V decode "
+        "%.0f | barrier+MMA %.0f | barrier %.0f\n",
+        name.c_str(), d(10, 11), d(11, 12), d(12, 13), d(15, 16), d(16, 17), d(17, 18));
+  }
 }
 
 }  // namespace
@@ -165,6 +175,7 @@ int main() {
       fc::SparseAttentionVariant variant;
       const char* name;
     } variants[] = {{fc::SparseAttentionVariant::kWgmma, "wgmma"},
+                    {fc::SparseAttentionVariant::kOnline, "online"},
                     {fc::SparseAttentionVariant::kSplitKeys, "split_keys"},
                     {fc::SparseAttentionVariant::kMmaSync, "mma"}};
     for (const auto& v : variants) {

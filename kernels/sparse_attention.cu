@@ -12,6 +12,8 @@
 // that wgmma descriptors read (8 slabs of 64 channels; row k of a slab is 128 B, 16-byte chunk c stored at
 // c ^ (k mod 8)); the same layout is K-major for Q·Kᵀ and MN-major for P·V, and gives conflict-free ldmatrix.
 // The records of the next tile are loaded into registers while the current one is multiplied.
+// kOnline (online_attention_kernel, below) is one pass instead of three: each tile decoded once, online
+// softmax.
 #include "sparse_attention.cuh"
 
 #include <cuda_bf16.h>
@@ -116,6 +118,17 @@ __device__ inline void mma_bf16(float* d, const uint32_t (&a)[4], uint32_t b0, u
   asm volatile("" : "+f"(r)::"memory");
 }
 
+// The 32 fp32 accumulators of an m64n64 wgmma per thread: their operand list and their asm placeholders.
+#define FKV_WGMMA_N64_REGISTERS                                            \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+#define FKV_WGMMA_N64_ACCUMULATORS(d)                                                                       \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),           \
+      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+      "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]),            \
+      "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),            \
+      "+f"(d[30]), "+f"(d[31])
+
 [[maybe_unused]] __device__ inline void wgmma_m64n64k16(float (&d)[32], const uint32_t (&a)[4],
                                                         uint64_t b_desc, int accumulate) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -123,17 +136,29 @@ __device__ inline void mma_bf16(float* d, const uint32_t (&a)[4], uint32_t b0, u
       "{\n"
       ".reg .pred p;\n"
       "setp.ne.b32 p, %37, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {" FKV_WGMMA_N64_REGISTERS
       "}, {%32, %33, %34, %35}, %36, p, 1, 1, 0;\n"
       "}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]),
-        "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
-        "+f"(d[30]), "+f"(d[31])
+      : FKV_WGMMA_N64_ACCUMULATORS(d)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(accumulate));
+#else
+  __trap();  // wgmma exists on sm_90a only; the kernels do not take this path elsewhere
+#endif
+}
+
+// D[64 x 64] (+)= A·B with both operands through shared-memory descriptors (K-major, 128-byte swizzle).
+[[maybe_unused]] __device__ inline void wgmma_m64n64k16_ss(float (&d)[32], uint64_t a_desc, uint64_t b_desc,
+                                                           int accumulate) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {" FKV_WGMMA_N64_REGISTERS
+      "}, %32, %33, p, 1, 1, 0, 0;\n"
+      "}\n"
+      : FKV_WGMMA_N64_ACCUMULATORS(d)
+      : "l"(a_desc), "l"(b_desc), "r"(accumulate));
 #else
   __trap();  // wgmma exists on sm_90a only; the kernels do not take this path elsewhere
 #endif
@@ -316,10 +341,11 @@ __device__ inline float e4m3_value(uint8_t code) {
 // kFormat as in decode_chunks (0 both kinds, 1 window rows only, 2 entries only): the key's kind is uniform
 // per warp (a warp reads one key per chunk step), but with both kinds possible the compiler issues both
 // address paths predicated; one path per tile halves the load code of the common (entry-only) tiles.
-template <int kKeys, int kFormat>
+// [kBegin, kEnd): the chunks loaded (the single-pass kernel reloads each half as soon as it is decoded).
+template <int kKeys, int kFormat, int kBegin, int kEnd>
 __device__ inline void load_chunks(const Layout& s, const KeySource& src, int tile, TileRecords<kKeys>& r) {
 #pragma unroll
-  for (int i = 0; i < TileRecords<kKeys>::kChunks; ++i) {
+  for (int i = kBegin; i < kEnd; ++i) {
     const int q = static_cast<int>(threadIdx.x) + i * kThreads;
     const int t = tile * kKeys + q / kChunksPerKey;
     const auto chunk = static_cast<uint32_t>(q % kChunksPerKey);
@@ -344,14 +370,14 @@ __device__ inline void load_chunks(const Layout& s, const KeySource& src, int ti
   }
 }
 
-template <int kKeys>
+template <int kKeys, int kBegin = 0, int kEnd = TileRecords<kKeys>::kChunks>
 __device__ inline void load_tile(const Layout& s, const KeySource& src, int tile, TileRecords<kKeys>& r) {
   if (tile * kKeys >= src.window_keys) {
-    load_chunks<kKeys, 2>(s, src, tile, r);
+    load_chunks<kKeys, 2, kBegin, kEnd>(s, src, tile, r);
   } else if ((tile + 1) * kKeys <= src.window_keys) {
-    load_chunks<kKeys, 1>(s, src, tile, r);
+    load_chunks<kKeys, 1, kBegin, kEnd>(s, src, tile, r);
   } else {
-    load_chunks<kKeys, 0>(s, src, tile, r);
+    load_chunks<kKeys, 0, kBegin, kEnd>(s, src, tile, r);
   }
 }
 
@@ -509,11 +535,11 @@ __device__ inline void store_decoded_chunk(uint8_t* buffer, int i, uint4 lo, uin
       hi;
 }
 
-// Decodes the tile chunk by chunk straight into `buffer` (few registers live).
-template <int kKeys, bool kFastDecode = true>
+// Decodes the tile's chunks [kBegin, kEnd) chunk by chunk straight into `buffer` (few registers live).
+template <int kKeys, bool kFastDecode = true, int kBegin = 0, int kEnd = TileRecords<kKeys>::kChunks>
 __device__ inline void store_tile(uint8_t* buffer, const KeySource& src, int tile,
                                   const TileRecords<kKeys>& r) {
-  decode_tile<kKeys, kFastDecode>(
+  decode_tile<kKeys, kFastDecode, kBegin, kEnd>(
       src, tile, r, [&](int i, uint4 lo, uint4 hi) { store_decoded_chunk<kKeys>(buffer, i, lo, hi); });
   fence_proxy_async();  // the wgmma variants read the tile through the async proxy
 }
@@ -565,20 +591,13 @@ __device__ inline void wait_wgmma(float (&acc)[kCount]) {
 // head h's row at h·row_bytes, 16-byte chunk j (keys 8j..) at j ^ (h mod 8), starting at chunk `chunk0`.
 // V MN-major at `tile_base`: channels are N (64 per slab row, slabs slab_bytes apart; this warpgroup's 256
 // channels are its four slabs), keys are K (8-row groups 1024 B apart).
+// Issues O (+)= P·V over 16·kSteps keys with P's A fragments `a` (this warp's 16 heads) and commits it. V
+// MN-major at `tile_base`: channels are N (64 per slab row, slabs slab_bytes apart; warpgroup g's 256
+// channels are slabs 4g..4g+3), keys are K (8-row groups 1024 B apart).
 template <int kSteps>
-__device__ inline void issue_pv_wgmma(float (&acc)[128], const uint8_t* probs, int row_bytes, int chunk0,
-                                      uint32_t tile_base, int slab_bytes) {
-  const int warp = static_cast<int>(threadIdx.x) / 32;
-  const int lane = static_cast<int>(threadIdx.x) % 32;
-  const int mi = lane / 8, r = lane % 8;
-  const int h = 16 * (warp & 3) + r + 8 * (mi & 1);
-  const int group = warp >> 2;
-  uint32_t a[kSteps][4];
-#pragma unroll
-  for (int ks = 0; ks < kSteps; ++ks) {
-    const int chunk = chunk0 + 2 * ks + (mi >> 1);
-    ldmatrix_x4(smem_address(probs + static_cast<size_t>(h) * row_bytes + ((chunk ^ (h & 7)) << 4)), a[ks]);
-  }
+__device__ inline void issue_pv_fragments(float (&acc)[128], const uint32_t (&a)[kSteps][4],
+                                          uint32_t tile_base, int slab_bytes) {
+  const int group = static_cast<int>(threadIdx.x) / 128;
   wgmma_fence();
 #pragma unroll
   for (int ks = 0; ks < kSteps; ++ks) {
@@ -586,6 +605,22 @@ __device__ inline void issue_pv_wgmma(float (&acc)[128], const uint8_t* probs, i
     wgmma_m64n256k16_tb(acc, a[ks], sw128_descriptor(start, static_cast<uint32_t>(slab_bytes), 1024), 1);
   }
   wgmma_commit();
+}
+
+template <int kSteps>
+__device__ inline void issue_pv_wgmma(float (&acc)[128], const uint8_t* probs, int row_bytes, int chunk0,
+                                      uint32_t tile_base, int slab_bytes) {
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const int mi = lane / 8, r = lane % 8;
+  const int h = 16 * (warp & 3) + r + 8 * (mi & 1);
+  uint32_t a[kSteps][4];
+#pragma unroll
+  for (int ks = 0; ks < kSteps; ++ks) {
+    const int chunk = chunk0 + 2 * ks + (mi >> 1);
+    ldmatrix_x4(smem_address(probs + static_cast<size_t>(h) * row_bytes + ((chunk ^ (h & 7)) << 4)), a[ks]);
+  }
+  issue_pv_fragments<kSteps>(acc, a, tile_base, slab_bytes);
 }
 
 // The two warpgroups' half dot products of keys [column0, column0 + 8·kBlocks) meet in `rows` (head h's row
@@ -923,6 +958,248 @@ __global__ void __launch_bounds__(kThreads, 1)
   profile_point(args.profile, 4);
 }
 
+// ---- single pass: online softmax (kOnline)
+// ----------------------------------------------------------------- Each key tile is decoded ONCE and serves
+// both products: S = Q·Kᵀ (K-major B) and O += P·V (MN-major B, the same bytes). The softmax runs online: per
+// head a running max m (base 2, starting at the sink's logit) and a running sum l; a tile's P = BF16(2^(u −
+// m)) with m the max so far, the O accumulators and l rescaled by 2^(m_old − m) when m grows; at the end out
+// = BF16(O / (l + 2^(sink − m))). So P is rounded before it is normalised: not the CPU's faithful order; the
+// error bound is derived in tests/gpu/test_sparse_attention.cpp.
+//
+// One CTA (two warpgroups) per query row. Q (64 heads x 512, BF16) sits in shared memory in the tiles'
+// swizzled K-major layout (cp.async at the start) and is the A operand of Q·Kᵀ by descriptor; warpgroup g
+// multiplies channels [256g, 256g + 256) and the two halves of S meet through shared memory (fp32, one
+// barrier; both warpgroups then hold the same S and run the same softmax, so their m and P agree bit for
+// bit). Warpgroup g owns O[64 heads][256g .. 256g + 256) (128 fp32 per thread); P goes to P·V from registers
+// (the m64n64 accumulator layout is the m64n256k16 A fragment layout). Tiles of 64 keys in two buffers: while
+// the tensor cores run tile t's Q·Kᵀ and then its P·V, every warp decodes half of tile t + 1 into the other
+// buffer, and reloads that half's records (registers) for tile t + 2 as soon as it is decoded.
+
+// One warpgroup's fp32 partial S of a tile (64 x 64).
+constexpr int kExchangeBytes = kHeads * kTileKeys * static_cast<int>(sizeof(float));
+
+size_t online_shared_bytes(int key_stride) {
+  return 3 * static_cast<size_t>(kTileBytes) + 2 * kExchangeBytes +
+         static_cast<size_t>(key_stride) * sizeof(int32_t) + 2 * sizeof(int) + kHeads * sizeof(float);
+}
+
+__device__ inline void cp_async_16(uint32_t shared_address, const void* global) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(shared_address), "l"(global) : "memory");
+}
+
+__device__ inline void cp_async_wait_all() {
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+}
+
+// Q of the row into `q_tile`: head h as key h of a tile (8 slabs of 64 channels, 128-byte swizzle). 16-byte
+// cp.async when q is 16-byte aligned (the contract promises 4): the copies overlap the key list.
+__device__ void stage_q(const uint16_t* q_row, uint8_t* q_tile) {
+  constexpr int kPieces = kHeads * kDim / 8;  // 16-byte pieces
+  const bool aligned = (reinterpret_cast<uintptr_t>(q_row) & 15u) == 0;
+  for (int i = static_cast<int>(threadIdx.x); i < kPieces; i += kThreads) {
+    uint8_t* dst = q_tile + tile_offset(i / (kDim / 8), i % (kDim / 8));
+    if (aligned) {
+      cp_async_16(smem_address(dst), q_row + 8 * i);
+    } else {
+      const auto* words = reinterpret_cast<const uint32_t*>(q_row + 8 * i);
+      *reinterpret_cast<uint4*>(dst) =
+          make_uint4(__ldg(words), __ldg(words + 1), __ldg(words + 2), __ldg(words + 3));
+    }
+  }
+}
+
+// Issues S = Q·Kᵀ over this warpgroup's 256 channels (dim0..) for the tile at `tile_base`, both operands by
+// descriptor, and commits it. acc: keys 8j.. of the tile in the m16n8k16 C layout (acc[4j .. 4j+3]).
+__device__ inline void issue_qk_shared(float (&acc)[32], uint32_t q_base, uint32_t tile_base, int dim0) {
+  wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < 16; ++ks) {
+    const auto offset = static_cast<uint32_t>((dim0 / 64 + ks / 4) * kSlabBytes + (ks % 4) * 32);
+    wgmma_m64n64k16_ss(acc, sw128_descriptor(q_base + offset, 16, 1024),
+                       sw128_descriptor(tile_base + offset, 16, 1024), ks > 0 ? 1 : 0);
+  }
+  wgmma_commit();
+}
+
+// The running softmax state of this thread's two head rows (g and g + 8 of its warp's 16).
+struct OnlineRows {
+  float max[2];  // base-2 logits; start at the sink's
+  float sum[2];  // this thread's share of Σ 2^(u − max) (the quad's four shares add up at the end)
+};
+
+// S of the tile (raw dot products, both halves added) -> P fragments for P·V and the rescale factors of the
+// two rows. Keys at or past `total` get u = −∞, so p = 0. Both warpgroups compute the same values.
+__device__ inline void online_softmax(float (&acc)[32], int key0, int total, float scale2, OnlineRows& rows,
+                                      uint32_t (&pa)[4][4], float (&alpha)[2]) {
+  const int c = static_cast<int>(threadIdx.x) % 4;
+  float peak[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int i = 0; i < 32; ++i) {
+    const int t = key0 + 8 * (i / 4) + 2 * c + (i % 2);
+    acc[i] = t < total ? acc[i] * scale2 : -INFINITY;
+    peak[(i / 2) % 2] = fmaxf(peak[(i / 2) % 2], acc[i]);
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    peak[r] = fmaxf(peak[r], __shfl_xor_sync(0xffffffffu, peak[r], 1));
+    peak[r] = fmaxf(peak[r], __shfl_xor_sync(0xffffffffu, peak[r], 2));
+    const float grown = fmaxf(rows.max[r], peak[r]);
+    alpha[r] = exp2_approx(rows.max[r] - grown);
+    rows.max[r] = grown;
+    rows.sum[r] *= alpha[r];
+  }
+#pragma unroll
+  for (int i = 0; i < 32; ++i) {
+    const int r = (i / 2) % 2;
+    acc[i] = exp2_approx(acc[i] - rows.max[r]);
+    rows.sum[r] += acc[i];
+  }
+  // A fragment of k-step ks (keys 16ks..): rows g / g+8 at keys 16ks + 2c (+1) and 16ks + 8 + 2c (+1)
+#pragma unroll
+  for (int ks = 0; ks < 4; ++ks) {
+    pa[ks][0] = bf16x2_bits(acc[8 * ks], acc[8 * ks + 1]);
+    pa[ks][1] = bf16x2_bits(acc[8 * ks + 2], acc[8 * ks + 3]);
+    pa[ks][2] = bf16x2_bits(acc[8 * ks + 4], acc[8 * ks + 5]);
+    pa[ks][3] = bf16x2_bits(acc[8 * ks + 6], acc[8 * ks + 7]);
+  }
+}
+
+// This warpgroup's partial S to its exchange area, the other's read back after a CTA barrier and added
+// (thread i of each warpgroup holds the same S positions; a + b == b + a, so both get the same sums).
+__device__ inline void exchange_halves(float (&acc)[32], float4* exchange) {
+  const int group = static_cast<int>(threadIdx.x) / 128;
+  const int i = static_cast<int>(threadIdx.x) % 128;
+  float4* mine = exchange + group * (kExchangeBytes / 16);
+  const float4* other = exchange + (1 - group) * (kExchangeBytes / 16);
+#pragma unroll
+  for (int k = 0; k < 8; ++k)
+    mine[128 * k + i] = make_float4(acc[4 * k], acc[4 * k + 1], acc[4 * k + 2], acc[4 * k + 3]);
+  __syncthreads();
+#pragma unroll
+  for (int k = 0; k < 8; ++k) {
+    const float4 v = other[128 * k + i];
+    acc[4 * k] += v.x;
+    acc[4 * k + 1] += v.y;
+    acc[4 * k + 2] += v.z;
+    acc[4 * k + 3] += v.w;
+  }
+}
+
+__global__ void __launch_bounds__(kThreads, 1)
+    online_attention_kernel(SparseAttentionArgs args, int key_stride, float scale2) {
+  constexpr float kLog2e = 1.4426950408889634f;
+  extern __shared__ __align__(1024) uint8_t smem[];
+  if ((smem_address(smem) & 1023u) != 0) {  // never seen; leaves the output unwritten rather than wrong
+    if (threadIdx.x == 0 && blockIdx.x == 0)
+      printf("sparse_attention: dynamic shared memory at %u is not 1024-byte aligned\n", smem_address(smem));
+    return;
+  }
+  uint8_t* q_tile = smem;
+  uint8_t* buffers = smem + kTileBytes;  // two key tiles
+  auto* exchange = reinterpret_cast<float4*>(smem + 3 * kTileBytes);
+  Layout s{};
+  s.tile = buffers;
+  s.keys = reinterpret_cast<int32_t*>(smem + 3 * kTileBytes + 2 * kExchangeBytes);
+  s.counts = s.keys + key_stride;
+  s.key_stride = key_stride;
+  s.profile = args.profile;
+
+  const int64_t row = blockIdx.x;
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const int group = warp >> 2;
+  const int head0 = 16 * (warp & 3);
+  profile_point(args.profile, 0);
+  stage_q(args.q + row * kHeads * kDim, q_tile);
+  // the sinks' base-2 logits: the running maxima start there; shared memory keeps them for the end (in
+  // registers across the loop they were the kernel's only spill)
+  float* sinks2 = reinterpret_cast<float*>(s.counts + 2);
+  if (threadIdx.x < kHeads) sinks2[threadIdx.x] = args.sink[threadIdx.x] * kLog2e;
+  const float max0 = args.sink[head0 + lane / 4] * kLog2e, max1 = args.sink[head0 + lane / 4 + 8] * kLog2e;
+  build_key_list(args, row, reinterpret_cast<int32_t*>(exchange), s.keys, s.counts);  // exchange: free yet
+  profile_point(args.profile, 1);
+  const KeySource src{args.window_records, args.entry_records, s.counts[0], s.counts[1]};
+  const int tiles = (src.total + kTileKeys - 1) / kTileKeys;
+
+  TileRecords<kTileKeys> records;
+  constexpr int kHalf = TileRecords<kTileKeys>::kChunks / 2;
+  constexpr int kAll = TileRecords<kTileKeys>::kChunks;
+  if (tiles > 0) {
+    load_tile(s, src, 0, records);
+    store_tile<kTileKeys>(buffers, src, 0, records);
+  }
+  if (tiles > 1) load_tile(s, src, 1, records);
+  cp_async_wait_all();
+  fence_proxy_async();  // Q's copies, read by wgmma
+  __syncthreads();
+  profile_point(args.profile, 2);
+
+  float o[128];
+#pragma unroll
+  for (int i = 0; i < 128; ++i) o[i] = 0.0f;
+  OnlineRows rows{{max0, max1}, {0.0f, 0.0f}};
+  const uint32_t q_base = smem_address(q_tile);
+  for (int tile = 0; tile < tiles; ++tile) {
+    const uint32_t current = smem_address(buffers + (tile & 1) * kTileBytes);
+    uint8_t* next = buffers + ((tile + 1) & 1) * kTileBytes;
+    tile_mark(s, tile, 10);
+    float acc[32];
+#pragma unroll
+    for (int i = 0; i < 32; ++i) acc[i] = 0.0f;
+    issue_qk_shared(acc, q_base, current, 256 * group);
+    if (tile + 1 < tiles) store_tile<kTileKeys, true, 0, kHalf>(next, src, tile + 1, records);
+    tile_mark(s, tile, 11);
+    wait_wgmma(acc);
+    tile_mark(s, tile, 12);
+    exchange_halves(acc, exchange);
+    uint32_t pa[4][4];
+    float alpha[2];
+    online_softmax(acc, tile * kTileKeys, src.total, scale2, rows, pa, alpha);
+#pragma unroll
+    for (int i = 0; i < 128; ++i) o[i] *= alpha[(i / 2) % 2];
+    issue_pv_fragments<4>(o, pa, current, kSlabBytes);
+    // the first half's records of tile t + 2 only now: in flight during the softmax they cost spills
+    if (tile + 2 < tiles) load_tile<kTileKeys, 0, kHalf>(s, src, tile + 2, records);
+    if (tile + 1 < tiles) store_tile<kTileKeys, true, kHalf, kAll>(next, src, tile + 1, records);
+    if (tile + 2 < tiles) load_tile<kTileKeys, kHalf, kAll>(s, src, tile + 2, records);
+    tile_mark(s, tile, 15);
+    wait_wgmma(o);
+    tile_mark(s, tile, 16);
+    __syncthreads();  // tile t + 1 decoded; P·V of tile t done (its buffer takes tile t + 2); exchange free
+  }
+  profile_point(args.profile, 3);
+  // out = O / (l + 2^(sink − m)): the quad's four shares of l added (every lane the same sum)
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float sum = rows.sum[r];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const float inverse = 1.0f / (sum + exp2_approx(sinks2[head0 + lane / 4 + 8 * r] - rows.max[r]));
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+      o[4 * j + 2 * r] *= inverse;
+      o[4 * j + 2 * r + 1] *= inverse;
+    }
+  }
+  store_output<32>(o, head0, 256 * group, args.out + row * kHeads * kDim);
+  profile_point(args.profile, 4);
+}
+
+void launch_online(const SparseAttentionArgs& args, int key_stride, float scale, cudaStream_t stream) {
+  static std::atomic<uint64_t> configured_devices{0};
+  int device = 0;
+  FKV_CUDA_CHECK(cudaGetDevice(&device));
+  const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
+  if (bit == 0 || (configured_devices.load(std::memory_order_acquire) & bit) == 0) {
+    FKV_CUDA_CHECK(cudaFuncSetAttribute(online_attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(online_shared_bytes(kSparseAttentionMaxKeys))));
+    configured_devices.fetch_or(bit, std::memory_order_release);
+  }
+  online_attention_kernel<<<static_cast<unsigned>(args.n), kThreads, online_shared_bytes(key_stride),
+                            stream>>>(args, key_stride, scale * 1.4426950408889634f);
+  FKV_CUDA_CHECK_LAUNCH();
+}
+
 // ---- split keys: several CTAs per query row (small batches) -----------------------------------------------
 // Exact in the same sense as the one-CTA kernel (P normalised before its BF16 rounding), in three launches:
 //   1. split_logits_kernel (row, split): S for the split's 64 keys (wgmma), written scaled to base 2 into a
@@ -1169,20 +1446,30 @@ size_t sparse_attention_workspace_bytes(int64_t n, int window_cap, int topk) {
          (kHeads * key_stride * sizeof(float) + splits * kHeads * (sizeof(float2) + kDim * sizeof(float)));
 }
 
+SparseAttentionVariant sparse_attention_auto_variant(int64_t n) {
+  // elsewhere than sm_90a every variant runs the mma.sync kernel
+  if (!runs_sm90a_code()) return SparseAttentionVariant::kMmaSync;
+  // measured on the H200 (2026-11-29, round 4): split keys is faster up to 16 rows (b1 40 us vs 105 us),
+  // one CTA per row with wgmma from 32 rows on
+  if (n <= 16) return SparseAttentionVariant::kSplitKeys;
+  return SparseAttentionVariant::kWgmma;
+}
+
 void sparse_attention(const SparseAttentionArgs& args, cudaStream_t stream, SparseAttentionVariant variant) {
   validate_sparse_attention_args(args);
   if (args.n == 0) return;
   const int keys = args.window_cap + args.topk;
   const int key_stride = std::max(kTileKeys, (keys + kTileKeys - 1) / kTileKeys * kTileKeys);
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(kDim)));
+  if (variant == SparseAttentionVariant::kAuto) variant = sparse_attention_auto_variant(args.n);
   switch (variant) {
-    case SparseAttentionVariant::kAuto:
-      // measured on the H200 (2026-11-29, round 4): split keys is faster up to 16 rows (b1 40 us vs 105 us),
-      // one CTA per row with wgmma from 32 rows on
-      if (args.n <= 16 && runs_sm90a_code()) return launch_split(args, key_stride, scale, stream);
-      return launch<1>(args, key_stride, scale, stream);
+    case SparseAttentionVariant::kAuto:  // (resolved above)
     case SparseAttentionVariant::kWgmma:
       return launch<1>(args, key_stride, scale, stream);
+    case SparseAttentionVariant::kOnline:
+      // wgmma-only, like kSplitKeys: elsewhere the mma.sync kernel
+      if (runs_sm90a_code()) return launch_online(args, key_stride, scale, stream);
+      return launch<0>(args, key_stride, scale, stream);
     case SparseAttentionVariant::kSplitKeys:
       // its kernels are wgmma-only: elsewhere (the compute_90 PTX on a later device) the mma.sync kernel
       if (runs_sm90a_code()) return launch_split(args, key_stride, scale, stream);

@@ -10,7 +10,9 @@
 // of 64 keys (both record kinds decode to values that BF16 holds exactly, so no rounding happens there) and
 // never written back to device memory. S = Q·Kᵀ and O = P·V run on the tensor cores (BF16 inputs, fp32
 // accumulate) with the 64 heads as the M dimension. All logits of the row stay in shared memory (fp32),
-// so the softmax is normalised before P is rounded, exactly as the spec orders it.
+// so the softmax is normalised before P is rounded, exactly as the spec orders it. The kOnline variant trades
+// that order for one pass over the keys (online softmax: P rounded before normalisation, within a derived
+// bound of the faithful result, see the enum).
 //
 // Contract:
 //   - q: [n, 64·512] BF16 bits (the engine's activations after RoPE), row-major, 4-byte aligned.
@@ -54,6 +56,8 @@ struct SparseAttentionArgs {
   // clock64() at its start, after the key list, after Q·Kᵀ, after the softmax and at its end (words 0-4), and
   // %globaltimer (ns) at the same points (words 5-9); words 10-18: clock64() at the stage boundaries of the
   // sixth key tile of Q·Kᵀ (10-13) and of P·V (15-18), as sparse_attention.cu's tile_mark calls place them.
+  // kOnline: words 0-4 at its start, after the key list, after tile 0's decode, after the loop, at its end;
+  // words 10, 11, 12, 15, 16 inside the sixth tile's iteration.
   unsigned long long* profile = nullptr;
   // kSplitKeys scratch (optional): at least sparse_attention_workspace_bytes(n, window_cap, topk) bytes of
   // device memory, 16-byte aligned; when absent the call takes it from cudaMallocAsync on the stream.
@@ -66,8 +70,11 @@ size_t sparse_attention_workspace_bytes(int64_t n, int window_cap, int topk);
 
 // Implementation choice; every variant computes the same function (the GPU test runs each against the CPU).
 enum class SparseAttentionVariant {
-  kAuto,       // measured fastest: kSplitKeys up to 16 rows, kWgmma above (H200, 2026-11-29)
-  kWgmma,      // one CTA per row, warpgroup wgmma (sm_90a): Q and P from registers, K/V tiles by descriptor
+  kAuto,    // measured fastest: kSplitKeys up to 16 rows, kWgmma above (H200, 2026-11-29)
+  kWgmma,   // one CTA per row, warpgroup wgmma (sm_90a): Q and P from registers, K/V tiles by descriptor
+  kOnline,  // one CTA per row, single pass (each key tile decoded once), online softmax: P is rounded to
+            // BF16 before normalisation, so NOT the faithful order — within the bound that
+            // tests/gpu/test_sparse_attention.cpp derives ((2^-7 + 2^-10)·Σ p|v| + 1 BF16 ulp per element)
   kSplitKeys,  // small batches: one CTA per (row, 64 keys), statistics combined exactly, three launches
                // (device scratch from the workspace or cudaMallocAsync on the stream)
   // Diagnostic / portable: warp-level mma.sync m16n8k16 with the fp32 reference decoders; the path the
@@ -77,5 +84,9 @@ enum class SparseAttentionVariant {
 
 void sparse_attention(const SparseAttentionArgs& args, cudaStream_t stream,
                       SparseAttentionVariant variant = SparseAttentionVariant::kAuto);
+
+// The variant kAuto runs for `n` rows on the current device (its numerics: see the enum). Throws
+// flashkv::Error(kDevice) when the device cannot be queried.
+SparseAttentionVariant sparse_attention_auto_variant(int64_t n);
 
 }  // namespace flashkv::cuda

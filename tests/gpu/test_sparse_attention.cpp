@@ -14,6 +14,18 @@
 // rounding. A missing, duplicated or misplaced key moves an element by ~p_t·|v_tc| (~1e-3 here), well
 // above that bound, and a NaN (the output is poisoned before each launch) always fails.
 //
+// The single-pass variant (kOnline: online softmax, each key tile decoded once) rounds P before normalising
+// it: its weights are BF16(2^(u_t − m)) with m the running max when key t's tile was processed, later
+// rescaled in fp32, and the output is O / l with l the fp32 sum of the unrounded weights plus the sink's. So,
+// with π_t the exact probabilities, M_c = Σ_t π_t·|v_tc| and u = 2^-8 (BF16's unit roundoff):
+//   GPU:  |y_gpu − Σ π_t v_tc| <= u·M_c (P's rounding) + ~3e-4·M_c (fp32 logits, ex2.approx, at most ten
+//         fp32 rescales, l's fp32 sum, fp32 accumulation) + ½ ulp(y_gpu) (BF16 output);
+//   CPU:  |y_cpu − Σ π_t v_tc| <= u·M_c (its BF16 p) + ½ ulp(y_cpu).
+// Hence |y_gpu − y_cpu| <= (2^-7 + 2^-10)·M + ulp(max(|y_gpu|, |y_cpu|)), M = Σ_t BF16(π_t)·|v_tc| (the
+// 2^-10 holds the fp32 terms and M's own rounding). Looser than the faithful bound, so the test also proves
+// it can fail: on the first shape the CPU's outputs for a wrong sink (sink + 4) and for a dropped tile (the
+// last 64 selection slots of every row removed) must exceed it.
+//
 // FLASHKV_TEST_SCALE=small shrinks the cases for compute-sanitizer runs. Host C++20 (calls the backends).
 #include <cuda_runtime.h>
 
@@ -105,6 +117,7 @@ struct Shape {
   int sliding_window;
   bool under_sanitizer = false;  // also run at FLASHKV_TEST_SCALE=small (few keys: racecheck is slow on
                                  // this shared-memory-heavy kernel)
+  bool bound_power = false;      // also check that wrong answers exceed the kOnline bound
 };
 
 struct Sequence {
@@ -204,10 +217,14 @@ struct Comparison {
 };
 
 // Compares one query row (all heads) with the flip-aware bound of the header comment.
+// Which bound an output is held to: the faithful one (P normalised, then rounded) or kOnline's.
+enum class Bound { kFaithful, kOnline };
+
 // One GPU output row under comparison and its running tally.
 struct Candidate {
   const float* got;
   Comparison* result;
+  Bound bound;
 };
 
 void compare_row(const Sequence& s, int64_t i, int64_t sliding_window, const std::vector<float>& sink,
@@ -247,8 +264,11 @@ void compare_row(const Sequence& s, int64_t i, int64_t sliding_window, const std
       for (int c = 0; c < kDim; ++c) {
         const size_t at = static_cast<size_t>(h) * kDim + c;
         const double w = want[at], g = candidate.got[at];
-        const double tolerance = slack[static_cast<size_t>(c)] + 1e-4 * mass[static_cast<size_t>(c)] +
-                                 bf16_ulp(std::max(std::fabs(w), std::fabs(g))) + 1e-30;
+        const double output_ulp = bf16_ulp(std::max(std::fabs(w), std::fabs(g))) + 1e-30;
+        const double tolerance =
+            candidate.bound == Bound::kOnline
+                ? (std::ldexp(1.0, -7) + std::ldexp(1.0, -10)) * mass[static_cast<size_t>(c)] + output_ulp
+                : slack[static_cast<size_t>(c)] + 1e-4 * mass[static_cast<size_t>(c)] + output_ulp;
         const double error = std::fabs(g - w);
         ++result.checked;
         if (g == w) ++result.equal;
@@ -325,10 +345,16 @@ void check_shape(Shape shape) {
   const DeviceArray<int32_t> d_window_rows(window_rows), d_selection(selection);
   const DeviceArray<float> d_sink(sink);
   using V = fc::SparseAttentionVariant;
-  const V variants[] = {V::kWgmma, V::kSplitKeys, V::kMmaSync};
+  const V variants[] = {V::kWgmma, V::kSplitKeys, V::kMmaSync, V::kOnline};
   // the launchers directly, then CudaBackend (host views: window visibility, FP8 re-encoding, BF16 q)
-  const char* const variant_names[] = {"wgmma", "split-keys", "mma.sync", "CudaBackend"};
-  constexpr int kVariants = 4;
+  const char* const variant_names[] = {"wgmma", "split-keys", "mma.sync", "online", "CudaBackend"};
+  constexpr int kVariants = 5;
+  const auto bound_of = [](V variant) { return variant == V::kOnline ? Bound::kOnline : Bound::kFaithful; };
+  // wrong answers that the kOnline bound must reject (bound_power shapes): the CPU with sink + 4, and with
+  // the last 64 selection slots of every row dropped
+  const char* const wrong_names[] = {"sink + 4", "dropped tile"};
+  constexpr int kWrong = 2;
+  Comparison wrong_results[kWrong];
   std::vector<std::vector<uint16_t>> out_bits;
   for (const V variant : variants) {
     DeviceArray<uint16_t> d_out(static_cast<size_t>(rows) * kRowWidth);
@@ -374,9 +400,34 @@ void check_shape(Shape shape) {
     std::fill(got[kVariants - 1].begin(), got[kVariants - 1].end(), std::nanf(""));
     cuda().sparse_attention(problem, be::Matrix{got[kVariants - 1].data(), s.n, kRowWidth},
                             be::Rounding::kFaithful);
+    std::vector<std::vector<float>> wrong;
+    if (shape.bound_power) {
+      be::SparseAttention wrong_sink = problem;
+      std::vector<float> shifted_sink = sink;
+      for (float& x : shifted_sink) x += 4.0f;
+      wrong_sink.sink = shifted_sink;
+      be::SparseAttention dropped = problem;
+      std::vector<int32_t> dropped_selection = s.selection;
+      for (int64_t i = 0; i < s.n; ++i) {
+        for (int k = std::max(0, shape.topk - 64); k < shape.topk; ++k)
+          dropped_selection[static_cast<size_t>(i * shape.topk + k)] = -1;
+      }
+      dropped.selection = dropped_selection;
+      for (const be::SparseAttention* p : {&wrong_sink, &dropped}) {
+        wrong.emplace_back(want.size());
+        cpu().sparse_attention(*p, be::Matrix{wrong.back().data(), s.n, kRowWidth}, be::Rounding::kFaithful);
+      }
+    }
+    // what kAuto (CudaBackend's call) runs for these rows decides the backend's bound
+    const Bound backend_bound = bound_of(fc::sparse_attention_auto_variant(s.n));
     for (int64_t i = 0; i < s.n; ++i) {
       std::vector<Candidate> candidates;
-      for (int v = 0; v < kVariants; ++v) candidates.push_back({got[v].data() + i * kRowWidth, &results[v]});
+      for (int v = 0; v < kVariants; ++v) {
+        const Bound bound = v + 1 < kVariants ? bound_of(variants[v]) : backend_bound;
+        candidates.push_back({got[v].data() + i * kRowWidth, &results[v], bound});
+      }
+      for (size_t w = 0; w < wrong.size(); ++w)
+        candidates.push_back({wrong[w].data() + i * kRowWidth, &wrong_results[w], Bound::kOnline});
       compare_row(s, i, shape.sliding_window, sink, want.data() + i * kRowWidth, candidates,
                   std::string(shape.name) + " sequence " + std::to_string(si));
     }
@@ -397,13 +448,21 @@ void check_shape(Shape shape) {
                           << " elements out of bounds; first: " << result.first_bad);
     CHECK(result.bad == 0);
   }
+  if (!shape.bound_power) return;
+  for (int w = 0; w < kWrong; ++w) {
+    const Comparison& result = wrong_results[w];
+    std::printf("sparse attention: a wrong answer (%s) exceeds the online bound at %lld of %lld elements\n",
+                wrong_names[w], static_cast<long long>(result.bad), static_cast<long long>(result.checked));
+    INFO(wrong_names[w] << ", seed " << seed << ": the online bound must reject it");
+    CHECK(result.bad > result.checked / 100);
+  }
 }
 
 }  // namespace
 
 TEST_CASE("GPU sparse attention equals the CPU backend (faithful)", "[gpu][sparse_attention]") {
   // name, sequences, queries, history, missing%, entries, topk, hole%, repeat%, window, under sanitizer
-  check_shape({"decode batch", 5, 1, 300, 0, 2000, 512, 5, 0, 128});
+  check_shape({"decode batch", 5, 1, 300, 0, 2000, 512, 5, 0, 128, false, true});
   check_shape({"decode window fill<128", 3, 1, 70, 10, 900, 512, 20, 5, 128});
   check_shape({"prefill chunk", 1, 12, 120, 0, 700, 300, 10, 10, 128});
   check_shape({"topk 77, repeats", 2, 3, 40, 30, 50, 77, 15, 30, 128, true});
