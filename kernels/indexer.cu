@@ -198,7 +198,14 @@ constexpr int kFastThreads = 128;                             // 4 warps
 constexpr int kFastTileEntries = 128;                         // entries per pipeline stage; 32 per warp
 constexpr int kKeyBytes = 68;                                 // mxfp4_key_bytes(128)
 constexpr int kFastTileBytes = kFastTileEntries * kKeyBytes;  // 8704, a multiple of 16
-constexpr int kFastStages = 3;
+// Two stages: the bulk copy of tile i + 1 has a whole tile's compute to land, which at 6-8 CTAs per SM is
+// several microseconds; a third stage would cost CTAs per SM (shared memory) for nothing.
+constexpr int kFastStages = 2;
+// CTAs per SM the registers allow: 64 registers per thread. The narrow-term path needs ~60 live (the A
+// fragments of two m-tiles are 32), spills stay off it (the per-block path's calls spill), and the
+// issue-bound kernel gets 8 warps per scheduler instead of 4 (round 3 at 128 registers: IPC 2.3 with 1.2
+// eligible warps). Shared memory then limits it: 8 CTAs at one query row, 6 at four.
+constexpr int kFastMinCtasPerSm = 8;
 constexpr int kFastRows = 4;  // query rows per CTA
 constexpr int kMaxFastHeads = 64;
 constexpr int kExactSpan = 9;  // binades of scale spread the fp32 accumulation absorbs exactly
@@ -669,9 +676,10 @@ __device__ inline float narrow_term_cvt(int biased, float ws) {
 // fragment row half q % 2).
 constexpr int kWarpEntries = 32;
 struct KeyExponents {
-  uint32_t scales[4];  // the four E8M0 codes of each record
-  int min[4];          // smallest code of each record
-  bool narrow;         // warp-uniform: every record spans <= kNarrowSpan binades within [32, 223]
+  uint32_t scales[4];   // the four E8M0 codes of each record
+  int min[4];           // smallest code of each record
+  int lowest, highest;  // warp-uniform: the smallest and the largest of the records' smallest codes
+  bool narrow;          // warp-uniform: every record spans <= kNarrowSpan binades within [32, 223]
 };
 
 __device__ inline KeyExponents key_exponents(const uint8_t* records, int g) {
@@ -690,6 +698,8 @@ __device__ inline KeyExponents key_exponents(const uint8_t* records, int g) {
     narrow = narrow && lo >= 32 && hi <= 223 && hi - lo <= kNarrowSpan;
   }
   k.narrow = __all_sync(0xFFFFFFFFu, narrow);
+  k.lowest = __reduce_min_sync(0xFFFFFFFFu, min(min(k.min[0], k.min[1]), min(k.min[2], k.min[3])));
+  k.highest = __reduce_max_sync(0xFFFFFFFFu, max(max(k.min[0], k.min[1]), max(k.min[2], k.min[3])));
   return k;
 }
 
@@ -774,9 +784,9 @@ __device__ inline T reduce_to_lane(const T (&v)[4], int t, Add add) {
 // Scores of the warp's 32 entries (from entry0) for one row on the narrow-term path; lane t stores
 // entry g + 8t.
 template <bool kCvt>
-__device__ void score_narrow_entries(const FastArgs& a, const uint32_t (&frag_a)[2][kFastBlocks][4],
-                                     const KeyExponents& k, const uint2* frags, const int4* starts,
-                                     const float2* ws, int64_t entry0, int64_t row, int64_t visible) {
+__device__ void score_narrow_entries(const FastArgs& a, const uint32_t (&frag_a)[2][kFastBlocks][4], int ek,
+                                     const uint2* frags, const int4* starts, const float2* ws, int64_t entry0,
+                                     int64_t row, int64_t visible) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   // Lower and upper bounds of the head sums (any order; +0 start: an exact zero sum rounds up to +0, the
   // CPU's sign).
@@ -803,7 +813,6 @@ __device__ void score_narrow_entries(const FastArgs& a, const uint32_t (&frag_a)
   const int64_t entry = entry0 + g + 8 * t;
   if (entry >= a.count) return;
   // × 2^(ek − 107): exact (a normal result, or a tiny one that is a multiple of 2^-133 on both sides).
-  const int ek = t == 0 ? k.min[0] : t == 1 ? k.min[1] : t == 2 ? k.min[2] : k.min[3];
   const float scale = __uint_as_float(static_cast<uint32_t>(ek + 20) << 23);
   a.scores[row * a.count + entry] = entry < visible ? result * scale : -INFINITY;
 }
@@ -828,7 +837,8 @@ __device__ __noinline__ void score_exact_entries(const FastArgs& a, const uint8_
 
 // kCvt: the BF16 roundings of the narrow-term path by cvt.rn.bf16x2 instead of FMAs (benchmark A/B).
 template <bool kCvt>
-__global__ void __launch_bounds__(kFastThreads, 4) fast_scores_kernel(const __grid_constant__ FastArgs a) {
+__global__ void __launch_bounds__(kFastThreads, kFastMinCtasPerSm)
+    fast_scores_kernel(const __grid_constant__ FastArgs a) {
   extern __shared__ __align__(16) uint8_t smem[];
   const int rows_cta = a.rows_per_cta, heads = a.heads, per_row = heads * kFastDim;
   // The per-block path (rare tiles) reads the query values from global memory (L1/L2): shared memory
@@ -902,17 +912,15 @@ __global__ void __launch_bounds__(kFastThreads, 4) fast_scores_kernel(const __gr
       const KeyExponents k = key_exponents(records, g);
       uint32_t frag_a[2][kFastBlocks][4];
       if (k.narrow) narrow_key_fragments(records, k, g, t, frag_a);
+      const int ek = t == 0 ? k.min[0] : t == 1 ? k.min[1] : t == 2 ? k.min[2] : k.min[3];  // entry g + 8t
       for (int r = 0; r < rows; ++r) {
         if (!row_fast[r]) {
           score_exact_entries(a, records, entry0, row0 + r, row_visible[r]);
           continue;
         }
         const int2 range = row_range[r];
-        bool in_range = true;
-#pragma unroll
-        for (int q = 0; q < 4; ++q) in_range = in_range && k.min[q] >= range.x && k.min[q] <= range.y;
-        if (k.narrow && __all_sync(0xFFFFFFFFu, in_range)) {
-          score_narrow_entries<kCvt>(a, frag_a, k, frags + r * per_row / 8, starts + r * heads / 2,
+        if (k.narrow && k.lowest >= range.x && k.highest <= range.y) {
+          score_narrow_entries<kCvt>(a, frag_a, ek, frags + r * per_row / 8, starts + r * heads / 2,
                                      ws + r * heads / 2, entry0, row0 + r, row_visible[r]);
           continue;
         }
