@@ -27,6 +27,26 @@
 namespace flashkv::cuda {
 namespace {
 
+// Phase stamps for bench/bench_topk_phases.cu, which compiles this file with FLASHKV_TOPK_PHASES: thread 0
+// of the first CTA of a kernel records the global timer (ns) and the SM clock as it passes point `slot`.
+// Nothing in the library build.
+#ifdef FLASHKV_TOPK_PHASES
+__device__ unsigned long long topk_phase_stamps[32][2];
+#define TOPK_PHASE(slot)                                                       \
+  do {                                                                         \
+    if (threadIdx.x == 0 && blockIdx.x == 0 && blockIdx.y == 0) {              \
+      unsigned long long ns;                                                   \
+      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));                   \
+      topk_phase_stamps[slot][0] = ns;                                         \
+      topk_phase_stamps[slot][1] = static_cast<unsigned long long>(clock64()); \
+    }                                                                          \
+  } while (0)
+#else
+#define TOPK_PHASE(slot) \
+  do {                   \
+  } while (0)
+#endif
+
 constexpr int kBins = 2048;                    // 11-bit digits
 constexpr uint32_t kNegInfKey = ~0xFF800000u;  // key of −∞, the smallest key any score maps to
 constexpr uint32_t kLowestValidKey = kNegInfKey + 1u;
@@ -374,6 +394,7 @@ __device__ void select_candidates(const uint32_t* keys, const int32_t* indices, 
       if (whole) break;
     }
   }
+  TOPK_PHASE(5);
   // Compaction: thread t walks candidates [t·per, (t+1)·per); counts packed as (equal << 16) | greater.
   using Scan = cub::BlockScan<uint32_t, kThreads>;
   __shared__ typename Scan::TempStorage scan_storage;
@@ -418,6 +439,7 @@ __global__ void __launch_bounds__(kShortThreads)
   __shared__ uint32_t sample_hist[kDistanceBuckets];
   __shared__ uint32_t warp_counts[2][kShortWarps];
   __shared__ uint32_t shared_lower;
+  TOPK_PHASE(0);
   const int64_t row = blockIdx.x;
   const T* data = scores + row * n;
   const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
@@ -437,6 +459,7 @@ __global__ void __launch_bounds__(kShortThreads)
   for (int i = 0; i < kShortItems; ++i) local_max = fmaxf(local_max, as_float(raw[i]));
   const uint32_t max_key =
       block_max<kShortThreads>(order_key(local_max) & (sizeof(T) == 2 ? 0xFFFF0000u : 0xFFFFFFFFu));
+  TOPK_PHASE(1);
   if (valid_key(sample)) atomicAdd(&sample_hist[distance_bucket(max_key - sample)], 1u);
   __syncthreads();
   if (warp == 0) {
@@ -444,6 +467,7 @@ __global__ void __launch_bounds__(kShortThreads)
     if (lane == 0) shared_lower = lower_key(max_key, bucket);
   }
   __syncthreads();
+  TOPK_PHASE(2);
   // Flags by a float comparison, counted per warp; a failed guess (fewer than k flagged, not every valid
   // entry) is retaken with every valid entry, in the other count buffer.
   uint32_t lower = shared_lower;
@@ -465,6 +489,7 @@ __global__ void __launch_bounds__(kShortThreads)
     if (static_cast<int64_t>(total) >= k || lower == kLowestValidKey) break;
     lower = kLowestValidKey;
   }
+  TOPK_PHASE(3);
   uint32_t position = __reduce_add_sync(~0u, lane < warp ? warp_counts[attempt][lane] : 0u);
   const uint32_t lanes_below = (1u << lane) - 1u;
 #pragma unroll
@@ -479,8 +504,10 @@ __global__ void __launch_bounds__(kShortThreads)
     position += static_cast<uint32_t>(__popc(ballot));
   }
   __syncthreads();
+  TOPK_PHASE(4);
   select_candidates<kShortThreads, low_bits<T>()>(candidate_keys, candidate_indices, total, k, lower, max_key,
                                                   out + row * k);
+  TOPK_PHASE(6);
 }
 
 // ---- long rows: a filter pass over chunks, then a per-row selection of the candidates ---------------------
@@ -681,6 +708,7 @@ template <typename T>
 __global__ void __launch_bounds__(kSampleThreads)
     top_k_sample_kernel(const T* scores, int64_t n, int64_t k, uint32_t* lower) {
   __shared__ uint32_t hist[kDistanceBuckets];
+  TOPK_PHASE(8);
   asm volatile("griddepcontrol.launch_dependents;");
   const T* data = scores + static_cast<int64_t>(blockIdx.x) * n;
   constexpr int64_t kRuns = kSamples / 32;
@@ -704,6 +732,7 @@ __global__ void __launch_bounds__(kSampleThreads)
     const uint32_t bucket = rank_bucket(hist, sample_rank(k, kSamples, n));
     if (threadIdx.x == 0) lower[blockIdx.x] = lower_key(max_key, bucket);
   }
+  TOPK_PHASE(9);
 }
 
 // CTA (chunk c, row r): keeps the entries >= L (ws.lower[r], from the sample kernel) of
@@ -713,6 +742,7 @@ template <typename T, int V>
 __global__ void __launch_bounds__(kFilterThreads, 2)
     top_k_filter_kernel(const T* scores, int64_t n, int64_t chunk, FilterWorkspace ws) {
   __shared__ uint32_t warp_counts[2][kFilterWarps];
+  TOPK_PHASE(10);
   // The merge kernel may start now (programmatic dependent launch): its launch latency hides behind this
   // grid, and it waits for this grid's completion and memory before reading anything.
   asm volatile("griddepcontrol.launch_dependents;");
@@ -728,6 +758,7 @@ __global__ void __launch_bounds__(kFilterThreads, 2)
   const uint32_t lower = ws.lower[row];
   // Entries are flagged by a float comparison (no key per entry; keys only for the candidates).
   const float lower_score = threshold_score<T>(lower);
+  TOPK_PHASE(11);
   uint2* kept = ws.kept + (row * gridDim.x + blockIdx.x) * static_cast<int64_t>(kCapacity);
   const auto emit = [&](uint32_t slot, uint32_t key, int64_t index) {
     if (slot < kCapacity) kept[slot] = make_uint2(key, static_cast<uint32_t>(index));
@@ -758,6 +789,7 @@ __global__ void __launch_bounds__(kFilterThreads, 2)
     parity ^= 1;
   }
   if (threadIdx.x == 0) ws.counts[row * gridDim.x + blockIdx.x] = written;
+  TOPK_PHASE(12);
 }
 
 // Row blockIdx.x: the chunks' candidates gathered in chunk order (= index order) into dynamic shared memory
@@ -769,6 +801,7 @@ __global__ void __launch_bounds__(kMergeThreads)
   extern __shared__ uint32_t candidate_keys[];
   int32_t* candidate_indices = reinterpret_cast<int32_t*>(candidate_keys + kCapacity);
   asm volatile("griddepcontrol.wait;" ::: "memory");  // the filter grid has completed, its writes visible
+  TOPK_PHASE(13);
   using Scan = cub::BlockScan<uint32_t, kMergeThreads>;
   __shared__ typename Scan::TempStorage scan_storage;
   __shared__ uint32_t offsets[kMergeThreads];
@@ -813,8 +846,10 @@ __global__ void __launch_bounds__(kMergeThreads)
     top = max(top, entries[g].x);
   }
   top = block_max<kMergeThreads>(top);  // its barrier also publishes the gathered candidates
+  TOPK_PHASE(14);
   select_candidates<kMergeThreads, low_bits<T>()>(candidate_keys, candidate_indices, total, k, lower, top,
                                                   row_out);
+  TOPK_PHASE(15);
 }
 
 // ---- host side ----------------------------------------------------------------------------------------
