@@ -70,7 +70,8 @@ __device__ inline uint32_t order_key(uint16_t bf16) {
 
 // ---- CTA-wide helpers ---------------------------------------------------------------------------------
 
-// Maximum of `value` over the CTA; every thread gets it.
+// Maximum of `value` over the CTA; every thread gets it. At most once per kernel (its shared words are not
+// guarded against a next call: one barrier, not two).
 template <int kThreads>
 __device__ uint32_t block_max(uint32_t value) {
   __shared__ uint32_t per_warp[kThreads / 32];
@@ -78,9 +79,7 @@ __device__ uint32_t block_max(uint32_t value) {
   value = __reduce_max_sync(~0u, value);
   if (lane == 0) per_warp[threadIdx.x >> 5] = value;
   __syncthreads();
-  value = __reduce_max_sync(~0u, lane < kThreads / 32 ? per_warp[lane] : 0u);
-  __syncthreads();  // per_warp may be reused by the next call
-  return value;
+  return __reduce_max_sync(~0u, lane < kThreads / 32 ? per_warp[lane] : 0u);
 }
 
 // Given the candidates' histogram (bins in shared memory, `need` > 0 of them wanted), picks the digit
@@ -241,8 +240,8 @@ __device__ void select_row_radix(const T* data, int64_t len, int64_t k, int32_t*
     choose_digit<kRowThreads>(hist, need, &digit, &remaining, &whole);
     prefix |= digit << digit_shift(pass);
     need = whole ? 0xFFFFFFFFu : remaining;
-    __syncthreads();
-    if (whole) break;
+    if (whole) break;  // the same in every thread
+    __syncthreads();   // hist and choose_digit's results are rewritten by the next pass
   }
   for (int64_t i = threadIdx.x; i < k; i += kRowThreads) row_out[i] = -1;
   __syncthreads();
@@ -325,28 +324,10 @@ __device__ uint32_t rank_bucket(const uint32_t* hist, uint32_t rank) {
 constexpr int kItems = 16;
 constexpr int kWarpSpan = 32 * kItems;
 
-// A score whose key is that of −∞ (never a candidate): the padding past the end of a chunk.
-template <typename T>
-__device__ inline T padding_score();
-template <>
-__device__ inline float padding_score<float>() {
-  return -INFINITY;
-}
-template <>
-__device__ inline uint16_t padding_score<uint16_t>() {
-  return 0xFF80u;  // BF16 −∞
-}
-
 // The score whose order key is `key` (a valid key): x >= key_score(L) exactly when order_key(x) >= L, NaN
 // comparing false like its −∞ key (the key 0x7FFFFFFF of −0, never produced, reads as x >= 0).
 __device__ inline float key_score(uint32_t key) {
   return __uint_as_float((key & 0x80000000u) ? (key & 0x7FFFFFFFu) : ~key);
-}
-__device__ inline float as_float(float f) {
-  return f;
-}
-__device__ inline float as_float(uint16_t bf16) {
-  return __uint_as_float(static_cast<uint32_t>(bf16) << 16);
 }
 
 // The threshold as a score (entries >= it are the candidates). BF16 keys are multiples of 2^16, so L rounded
@@ -356,188 +337,15 @@ __device__ inline float threshold_score(uint32_t lower) {
   return key_score(sizeof(T) == 2 ? (lower + 0xFFFFu) & 0xFFFF0000u : lower);
 }
 
-// The top k of `count` candidates (keys and row indices in shared memory, in index order, all valid, all
-// in [base, top]) into out[0, k): radix passes on key − base from the highest set bit of top − base (the
-// candidates sit near the top of the row, so these distances spread over the bins), then the index-order
-// compaction; −1 pads. Keys are multiples of 2^kLowBits (BF16: 16), which the distances drop.
-template <int kThreads, int kLowBits>
-__device__ void select_candidates(const uint32_t* keys, const int32_t* indices, uint32_t count, int64_t k,
-                                  uint32_t base, uint32_t top, int32_t* out) {
-  __shared__ uint32_t hist[kBins];
-  // Taken: distance >> shift above prefix, or equal to it among the first `need` in index order.
-  int shift = 32;
-  uint64_t prefix = 0;
-  uint32_t need = count;
-  constexpr uint32_t kUnit = (1u << kLowBits) - 1u;
-  base = (base + kUnit) & ~kUnit;  // no overflow: base <= top, a key; the same keys lie at or above it
-  const auto distance = [&](uint32_t key) { return (key - base) >> kLowBits; };
-  if (count > k) {
-    shift = top == base ? 0 : 32 - __clz(distance(top));
-    need = static_cast<uint32_t>(k);
-    while (shift > 0) {
-      const int low = max(shift - 11, 0);
-      const uint32_t mask = (1u << (shift - low)) - 1u;
-      for (int b = threadIdx.x; b < kBins; b += kThreads) hist[b] = 0;
-      __syncthreads();
-      for (uint32_t i = threadIdx.x; i < count; i += kThreads) {
-        const uint32_t e = distance(keys[i]);
-        if ((static_cast<uint64_t>(e) >> shift) == prefix) atomicAdd(&hist[(e >> low) & mask], 1u);
-      }
-      __syncthreads();
-      uint32_t digit = 0, remaining = 0;
-      bool whole = false;
-      choose_digit<kThreads>(hist, need, &digit, &remaining, &whole);
-      prefix = (prefix << (shift - low)) | digit;
-      shift = low;
-      need = remaining;
-      __syncthreads();
-      if (whole) break;
-    }
-  }
-  TOPK_PHASE(5);
-  // Compaction: thread t walks candidates [t·per, (t+1)·per); counts packed as (equal << 16) | greater.
-  using Scan = cub::BlockScan<uint32_t, kThreads>;
-  __shared__ typename Scan::TempStorage scan_storage;
-  const uint32_t per = (count + kThreads - 1) / kThreads;
-  const uint32_t first = min(count, threadIdx.x * per), last = min(count, first + per);
-  const auto level = [&](uint32_t i) { return static_cast<uint64_t>(distance(keys[i])) >> shift; };
-  uint32_t packed = 0;
-  for (uint32_t i = first; i < last; ++i) {
-    const uint64_t q = level(i);
-    packed += q == prefix ? 0x10000u : (q > prefix ? 1u : 0u);
-  }
-  uint32_t before = 0;
-  Scan(scan_storage).ExclusiveSum(packed, before);
-  uint32_t greater_rank = before & 0xFFFFu, equal_rank = before >> 16;
-  for (uint32_t i = first; i < last; ++i) {
-    const uint64_t q = level(i);
-    if (q == prefix) {
-      if (equal_rank < need) out[greater_rank + equal_rank] = indices[i];
-      ++equal_rank;
-    } else if (q > prefix) {
-      out[greater_rank + min(equal_rank, need)] = indices[i];
-      ++greater_rank;
-    }
-  }
-  for (int64_t i = min(static_cast<int64_t>(count), k) + threadIdx.x; i < k; i += kThreads) out[i] = -1;
-}
-
-// ---- short rows: one CTA per row, the row in registers ---------------------------------------------------
-
-constexpr int kShortThreads = 1024;
-constexpr int kShortItems = kItems;
-constexpr int64_t kShortMax = kShortThreads * kShortItems;
-constexpr int kShortWarps = kShortThreads / 32;
-
-// Row blockIdx.x (n <= kShortMax): the guess from min(n, 1024) evenly spread entries, candidates gathered
-// into dynamic shared memory (n keys, then n indices), a failed guess retaken with every valid entry.
-template <typename T>
-__global__ void __launch_bounds__(kShortThreads)
-    top_k_short_kernel(const T* scores, int64_t n, int64_t k, int32_t* out) {
-  extern __shared__ uint32_t candidate_keys[];
-  int32_t* candidate_indices = reinterpret_cast<int32_t*>(candidate_keys + n);
-  __shared__ uint32_t sample_hist[kDistanceBuckets];
-  __shared__ uint32_t warp_counts[2][kShortWarps];
-  __shared__ uint32_t shared_lower;
-  TOPK_PHASE(0);
-  const int64_t row = blockIdx.x;
-  const T* data = scores + row * n;
-  const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
-  for (int b = threadIdx.x; b < kDistanceBuckets; b += kShortThreads) sample_hist[b] = 0;
-  const int64_t samples = min(n, static_cast<int64_t>(kShortThreads));
-  const int first = static_cast<int>(warp) * kWarpSpan + static_cast<int>(lane);  // item i is 32·i further
-  T raw[kShortItems];
-#pragma unroll
-  for (int i = 0; i < kShortItems; ++i)
-    raw[i] = first + 32 * i < n ? data[first + 32 * i] : padding_score<T>();
-  // Entry floor(t·n / samples), samples being 1024 or n (a shift, not a 64-bit division).
-  const int64_t sampled = n >= kShortThreads ? (threadIdx.x * n) / kShortThreads : threadIdx.x;
-  const uint32_t sample = threadIdx.x < samples ? order_key(data[sampled]) : 0u;
-  // The max as a score (fmaxf skips NaN, whose key is −∞'s anyway), then its key.
-  float local_max = -INFINITY;
-#pragma unroll
-  for (int i = 0; i < kShortItems; ++i) local_max = fmaxf(local_max, as_float(raw[i]));
-  const uint32_t max_key =
-      block_max<kShortThreads>(order_key(local_max) & (sizeof(T) == 2 ? 0xFFFF0000u : 0xFFFFFFFFu));
-  TOPK_PHASE(1);
-  if (valid_key(sample)) atomicAdd(&sample_hist[distance_bucket(max_key - sample)], 1u);
-  __syncthreads();
-  if (warp == 0) {
-    const uint32_t bucket = rank_bucket(sample_hist, sample_rank(k, samples, n));
-    if (lane == 0) shared_lower = lower_key(max_key, bucket);
-  }
-  __syncthreads();
-  TOPK_PHASE(2);
-  // Flags by a float comparison, counted per warp; a failed guess (fewer than k flagged, not every valid
-  // entry) is retaken with every valid entry, in the other count buffer.
-  uint32_t lower = shared_lower;
-  uint32_t flags = 0, total = 0;
-  int attempt = 0;
-  for (;; ++attempt) {
-    const float lower_score = threshold_score<T>(lower);
-    uint32_t warp_total = 0;
-    flags = 0;
-#pragma unroll
-    for (int i = 0; i < kShortItems; ++i) {
-      const bool flag = as_float(raw[i]) >= lower_score;
-      warp_total += static_cast<uint32_t>(__popc(__ballot_sync(~0u, flag)));
-      flags |= static_cast<uint32_t>(flag) << i;
-    }
-    if (lane == 0) warp_counts[attempt][warp] = warp_total;
-    __syncthreads();
-    total = __reduce_add_sync(~0u, warp_counts[attempt][lane]);
-    if (static_cast<int64_t>(total) >= k || lower == kLowestValidKey) break;
-    lower = kLowestValidKey;
-  }
-  TOPK_PHASE(3);
-  uint32_t position = __reduce_add_sync(~0u, lane < warp ? warp_counts[attempt][lane] : 0u);
-  const uint32_t lanes_below = (1u << lane) - 1u;
-#pragma unroll
-  for (int i = 0; i < kShortItems; ++i) {
-    const bool flag = (flags >> i) & 1u;
-    const uint32_t ballot = __ballot_sync(~0u, flag);
-    if (flag) {
-      const uint32_t slot = position + static_cast<uint32_t>(__popc(ballot & lanes_below));
-      candidate_keys[slot] = order_key(raw[i]);
-      candidate_indices[slot] = first + 32 * i;
-    }
-    position += static_cast<uint32_t>(__popc(ballot));
-  }
-  __syncthreads();
-  TOPK_PHASE(4);
-  select_candidates<kShortThreads, low_bits<T>()>(candidate_keys, candidate_indices, total, k, lower, max_key,
-                                                  out + row * k);
-  TOPK_PHASE(6);
-}
-
-// ---- long rows: a filter pass over chunks, then a per-row selection of the candidates ---------------------
-
-constexpr int kFilterThreads = 512;
-constexpr int kFilterItems = kItems;
-constexpr int kFilterWarps = kFilterThreads / 32;
-constexpr int64_t kFilterTile = kFilterThreads * kFilterItems;
-constexpr int kSampleThreads = 1024;  // the sample kernel: one CTA per row
-constexpr int kSampleItems = 8;
-constexpr int64_t kSamples = kSampleThreads * kSampleItems;  // 256 runs of 32 consecutive entries
-constexpr uint32_t kCapacity = 8192;                         // candidates per row (and per chunk)
-constexpr int64_t kFilterMaxK = kCapacity / 4;               // a guess for 2k stays well inside it
-constexpr int kMergeThreads = kRowThreads;                   // the fallback is select_row_radix
-constexpr int64_t kTargetCtas = 264;                         // two filter CTAs per SM of an H100/H200
-
-struct FilterWorkspace {
-  uint32_t* lower;   // [rows] the guess L
-  uint32_t* counts;  // [rows, chunks] entries >= L per chunk (may exceed kCapacity)
-  uint2* kept;       // [rows, chunks, kCapacity] (key, index) of those entries, in index order
-};
-
-// ---- filter tiles: warp rows of V-entry groups in packed 32-bit words ----------------------------------
+// ---- tiles in registers: warp rows of V-entry groups in packed 32-bit words -------------------------------
 //
-// Thread (warp w, lane l) holds kItems entries of a tile as kItems / V groups of V consecutive entries: group
-// j is entries tile_first + j·32·V + [0, V), tile_first = base + w·kWarpSpan + l·V, so a tile's index order
-// is (warp, group, lane, entry). V = 16 bytes / sizeof(T) when the row is 16-byte aligned (one vector load
-// per group: 4 fp32 or 8 BF16), else 1 (scalar loads). Entry e of the thread (e = j·V + s) lives in word
-// e·sizeof(T)/4 of `words` (BF16: the low half for even e, as a vector load puts it). A group is tested by
-// its max (one comparison per group; NaN never wins a max); only warps with a flagged group look at entries.
+// Thread (warp w, lane l) of a CTA of kThreads holds kItems entries of a tile (kThreads · kItems entries) as
+// kItems / V groups of V consecutive entries: group j is entries tile_first + j·32·V + [0, V), tile_first =
+// base + w·kWarpSpan + l·V, so a tile's index order is (warp, group, lane, entry). V = 16 bytes / sizeof(T)
+// when the row is 16-byte aligned (one vector load per group: 4 fp32 or 8 BF16), else 1 (scalar loads). Entry
+// e of the thread (e = j·V + s) lives in word e·sizeof(T)/4 of `words` (BF16: the low half for even e, as a
+// vector load puts it). A group is tested by its max (one comparison per group; NaN never wins a max); only
+// warps with a flagged group look at entries.
 
 template <typename T>
 constexpr int kWords = static_cast<int>(sizeof(T)) * kItems / 4;
@@ -596,12 +404,13 @@ __device__ inline uint4 load_group(const void* p) {
   return *static_cast<const uint4*>(p);
 }
 
-// The words of tile [base, base + kFilterTile) of a chunk ending at `end`, padded with −∞ past the end.
-template <typename T, int V>
+// The words of tile [base, base + kThreads · kItems) of a row or chunk ending at `end`, padded with −∞ past
+// the end.
+template <typename T, int V, int kThreads>
 __device__ inline void load_tile(const T* data, int64_t base, int64_t end, uint32_t (&words)[kWords<T>]) {
   constexpr uint32_t kPadding = sizeof(T) == 4 ? 0xFF800000u : 0xFF80FF80u;  // −∞ (BF16: two of them)
   const int64_t first = base + static_cast<int64_t>(threadIdx.x >> 5) * kWarpSpan + (threadIdx.x & 31u) * V;
-  const bool whole = base + kFilterTile <= end;
+  const bool whole = base + static_cast<int64_t>(kThreads) * kItems <= end;
   if constexpr (V == 1) {
 #pragma unroll
     for (int e = 0; e < kItems; ++e) {
@@ -701,6 +510,170 @@ __device__ inline void place_flagged(const uint32_t (&words)[kWords<T>], uint32_
   }
 }
 
+// The top k of `count` candidates (keys and row indices in shared memory, in index order, all valid, all
+// in [base, top]) into out[0, k): radix passes on key − base from the highest set bit of top − base (the
+// candidates sit near the top of the row, so these distances spread over the bins), then the index-order
+// compaction; −1 pads. Keys are multiples of 2^kLowBits (BF16: 16), which the distances drop.
+template <int kThreads, int kLowBits>
+__device__ void select_candidates(const uint32_t* keys, const int32_t* indices, uint32_t count, int64_t k,
+                                  uint32_t base, uint32_t top, int32_t* out) {
+  __shared__ uint32_t hist[kBins];
+  // Taken: distance >> shift above prefix, or equal to it among the first `need` in index order.
+  int shift = 32;
+  uint64_t prefix = 0;
+  uint32_t need = count;
+  constexpr uint32_t kUnit = (1u << kLowBits) - 1u;
+  base = (base + kUnit) & ~kUnit;  // no overflow: base <= top, a key; the same keys lie at or above it
+  const auto distance = [&](uint32_t key) { return (key - base) >> kLowBits; };
+  if (count > k) {
+    shift = top == base ? 0 : 32 - __clz(distance(top));
+    need = static_cast<uint32_t>(k);
+    while (shift > 0) {
+      const int low = max(shift - 11, 0);
+      const uint32_t mask = (1u << (shift - low)) - 1u;
+      for (int b = threadIdx.x; b < kBins; b += kThreads) hist[b] = 0;
+      __syncthreads();
+      for (uint32_t i = threadIdx.x; i < count; i += kThreads) {
+        const uint32_t e = distance(keys[i]);
+        if ((static_cast<uint64_t>(e) >> shift) == prefix) atomicAdd(&hist[(e >> low) & mask], 1u);
+      }
+      __syncthreads();
+      uint32_t digit = 0, remaining = 0;
+      bool whole = false;
+      choose_digit<kThreads>(hist, need, &digit, &remaining, &whole);
+      prefix = (prefix << (shift - low)) | digit;
+      shift = low;
+      need = remaining;
+      if (whole) break;  // the same in every thread
+      __syncthreads();   // hist and choose_digit's results are rewritten by the next pass
+    }
+  }
+  TOPK_PHASE(5);
+  // Compaction: thread t walks candidates [t·per, (t+1)·per); counts packed as (equal << 16) | greater.
+  using Scan = cub::BlockScan<uint32_t, kThreads>;
+  __shared__ typename Scan::TempStorage scan_storage;
+  const uint32_t per = (count + kThreads - 1) / kThreads;
+  const uint32_t first = min(count, threadIdx.x * per), last = min(count, first + per);
+  const auto level = [&](uint32_t i) { return static_cast<uint64_t>(distance(keys[i])) >> shift; };
+  uint32_t packed = 0;
+  for (uint32_t i = first; i < last; ++i) {
+    const uint64_t q = level(i);
+    packed += q == prefix ? 0x10000u : (q > prefix ? 1u : 0u);
+  }
+  uint32_t before = 0;
+  Scan(scan_storage).ExclusiveSum(packed, before);
+  uint32_t greater_rank = before & 0xFFFFu, equal_rank = before >> 16;
+  for (uint32_t i = first; i < last; ++i) {
+    const uint64_t q = level(i);
+    if (q == prefix) {
+      if (equal_rank < need) out[greater_rank + equal_rank] = indices[i];
+      ++equal_rank;
+    } else if (q > prefix) {
+      out[greater_rank + min(equal_rank, need)] = indices[i];
+      ++greater_rank;
+    }
+  }
+  for (int64_t i = min(static_cast<int64_t>(count), k) + threadIdx.x; i < k; i += kThreads) out[i] = -1;
+}
+
+// ---- short rows: one CTA per row, the row in registers ---------------------------------------------------
+
+constexpr int kShortThreads = 1024;
+constexpr int kShortItems = kItems;
+constexpr int64_t kShortMax = kShortThreads * kShortItems;
+constexpr int kShortWarps = kShortThreads / 32;
+
+// Row blockIdx.x (n <= kShortMax): the row in registers as one tile of V-entry groups, the guess from
+// min(n, 1024) evenly spread entries, candidates gathered into dynamic shared memory (n keys, then n
+// indices), a failed guess retaken with every valid entry.
+template <typename T, int V>
+__global__ void __launch_bounds__(kShortThreads)
+    top_k_short_kernel(const T* scores, int64_t n, int64_t k, int32_t* out) {
+  extern __shared__ uint32_t candidate_keys[];
+  int32_t* candidate_indices = reinterpret_cast<int32_t*>(candidate_keys + n);
+  __shared__ uint32_t sample_hist[kDistanceBuckets];
+  __shared__ uint32_t warp_counts[2][kShortWarps];
+  __shared__ uint32_t shared_lower;
+  TOPK_PHASE(0);
+  const int64_t row = blockIdx.x;
+  const T* data = scores + row * n;
+  const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+  for (int b = threadIdx.x; b < kDistanceBuckets; b += kShortThreads) sample_hist[b] = 0;
+  const int64_t samples = min(n, static_cast<int64_t>(kShortThreads));
+  uint32_t words[kWords<T>];
+  load_tile<T, V, kShortThreads>(data, 0, n, words);
+  // Entry floor(t·n / samples), samples being 1024 or n (a shift, not a 64-bit division).
+  const int64_t sampled = n >= kShortThreads ? (threadIdx.x * n) / kShortThreads : threadIdx.x;
+  const uint32_t sample = threadIdx.x < samples ? order_key(data[sampled]) : 0u;
+  // The max as a score (fmaxf skips NaN, whose key is −∞'s anyway), then its key.
+  float local_max = -INFINITY;
+#pragma unroll
+  for (int j = 0; j < kItems / V; ++j) local_max = fmaxf(local_max, group_max<T, V>(words, j));
+  const uint32_t max_key =
+      block_max<kShortThreads>(order_key(local_max) & (sizeof(T) == 2 ? 0xFFFF0000u : 0xFFFFFFFFu));
+  TOPK_PHASE(1);
+  if (valid_key(sample)) atomicAdd(&sample_hist[distance_bucket(max_key - sample)], 1u);
+  __syncthreads();
+  if (warp == 0) {
+    const uint32_t bucket = rank_bucket(sample_hist, sample_rank(k, samples, n));
+    if (lane == 0) shared_lower = lower_key(max_key, bucket);
+  }
+  __syncthreads();
+  TOPK_PHASE(2);
+  // Flags by a float comparison per group, entries counted per warp; a failed guess (fewer than k flagged,
+  // not every valid entry) is retaken with every valid entry, in the other count buffer.
+  uint32_t lower = shared_lower;
+  float lower_score = 0.0f;
+  uint32_t groups = 0, total = 0, warp_total = 0;
+  int attempt = 0;
+  for (;; ++attempt) {
+    lower_score = threshold_score<T>(lower);
+    groups = flagged_groups<T, V>(words, lower_score);
+    warp_total = 0;
+    if (__any_sync(~0u, groups != 0))
+      warp_total = __reduce_add_sync(~0u, flagged_count<T, V>(words, groups, lower_score));
+    if (lane == 0) warp_counts[attempt][warp] = warp_total;
+    __syncthreads();
+    total = __reduce_add_sync(~0u, warp_counts[attempt][lane]);
+    if (static_cast<int64_t>(total) >= k || lower == kLowestValidKey) break;
+    lower = kLowestValidKey;
+  }
+  TOPK_PHASE(3);
+  if (warp_total != 0) {
+    const uint32_t position = __reduce_add_sync(~0u, lane < warp ? warp_counts[attempt][lane] : 0u);
+    place_flagged<T, V>(words, groups, lower_score, 0, position,
+                        [&](uint32_t slot, uint32_t key, int64_t index) {
+                          candidate_keys[slot] = key;
+                          candidate_indices[slot] = static_cast<int32_t>(index);
+                        });
+  }
+  __syncthreads();
+  TOPK_PHASE(4);
+  select_candidates<kShortThreads, low_bits<T>()>(candidate_keys, candidate_indices, total, k, lower, max_key,
+                                                  out + row * k);
+  TOPK_PHASE(6);
+}
+
+// ---- long rows: a filter pass over chunks, then a per-row selection of the candidates ---------------------
+
+constexpr int kFilterThreads = 512;
+constexpr int kFilterItems = kItems;
+constexpr int kFilterWarps = kFilterThreads / 32;
+constexpr int64_t kFilterTile = kFilterThreads * kFilterItems;
+constexpr int kSampleThreads = 1024;  // the sample kernel: one CTA per row
+constexpr int kSampleItems = 8;
+constexpr int64_t kSamples = kSampleThreads * kSampleItems;  // 256 runs of 32 consecutive entries
+constexpr uint32_t kCapacity = 8192;                         // candidates per row (and per chunk)
+constexpr int64_t kFilterMaxK = kCapacity / 4;               // a guess for 2k stays well inside it
+constexpr int kMergeThreads = kRowThreads;                   // the fallback is select_row_radix
+constexpr int64_t kTargetCtas = 264;                         // two filter CTAs per SM of an H100/H200
+
+struct FilterWorkspace {
+  uint32_t* lower;   // [rows] the guess L
+  uint32_t* counts;  // [rows, chunks] entries >= L per chunk (may exceed kCapacity)
+  uint2* kept;       // [rows, chunks, kCapacity] (key, index) of those entries, in index order
+};
+
 // Row blockIdx.x (n > kShortMax): L from kSamples entries in 256 evenly spaced runs of 32, into lower[row].
 // Once per row, not in every filter CTA of the row (there it cost as much as a tile). The filter kernel may
 // start at once (programmatic dependent launch): it loads its first tile, then waits for this grid.
@@ -753,7 +726,7 @@ __global__ void __launch_bounds__(kFilterThreads, 2)
   // The first tile's loads go out before L is known (they do not depend on it), each later tile's while the
   // previous one is compacted: the memory latency is not exposed once per tile.
   uint32_t raw[kWords<T>];
-  load_tile<T, V>(data, begin, end, raw);
+  load_tile<T, V, kFilterThreads>(data, begin, end, raw);
   asm volatile("griddepcontrol.wait;" ::: "memory");  // the sample grid has completed: L is in ws.lower
   const uint32_t lower = ws.lower[row];
   // Entries are flagged by a float comparison (no key per entry; keys only for the candidates).
@@ -774,7 +747,7 @@ __global__ void __launch_bounds__(kFilterThreads, 2)
     uint32_t warp_total = 0;
     if (__any_sync(~0u, groups != 0))
       warp_total = __reduce_add_sync(~0u, flagged_count<T, V>(current, groups, lower_score));
-    if (base + kFilterTile < end) load_tile<T, V>(data, base + kFilterTile, end, raw);
+    if (base + kFilterTile < end) load_tile<T, V, kFilterThreads>(data, base + kFilterTile, end, raw);
     // Double-buffered warp counts: a tile's are read between its barrier and the next tile's; the tile
     // after next rewrites them only once past that next barrier.
     if (lane == 0) warp_counts[parity][warp] = warp_total;
@@ -935,7 +908,8 @@ template <typename T>
 void launch(const T* scores, int64_t rows, int64_t n, int64_t k, int32_t* out, void* workspace,
             cudaStream_t stream) {
   static const bool configured = [] {
-    allow_shared_memory(top_k_short_kernel<T>, kShortMax * 2 * sizeof(uint32_t));
+    allow_shared_memory(top_k_short_kernel<T, 1>, kShortMax * 2 * sizeof(uint32_t));
+    allow_shared_memory(top_k_short_kernel<T, kVector<T>>, kShortMax * 2 * sizeof(uint32_t));
     allow_shared_memory(top_k_merge_kernel<T>, kCapacity * 2 * sizeof(uint32_t));
     allow_shared_memory(top_k_row_kernel<T>, kMaxCachedKeys * sizeof(uint32_t));
     return true;
@@ -943,12 +917,15 @@ void launch(const T* scores, int64_t rows, int64_t n, int64_t k, int32_t* out, v
   (void)configured;
   const auto grid_rows = static_cast<unsigned>(rows);
   switch (path_for(n, k)) {
-    case Path::kShort:
-      top_k_short_kernel<T>
-          <<<grid_rows, kShortThreads, static_cast<size_t>(n) * 2 * sizeof(uint32_t), stream>>>(scores, n, k,
-                                                                                                out);
+    case Path::kShort: {
+      const size_t smem = static_cast<size_t>(n) * 2 * sizeof(uint32_t);
+      if (vector_aligned(scores, n))
+        top_k_short_kernel<T, kVector<T>><<<grid_rows, kShortThreads, smem, stream>>>(scores, n, k, out);
+      else
+        top_k_short_kernel<T, 1><<<grid_rows, kShortThreads, smem, stream>>>(scores, n, k, out);
       FKV_CUDA_CHECK_LAUNCH();
       return;
+    }
     case Path::kFilter: {
       auto* base = static_cast<uint8_t*>(workspace);
       const WorkspaceLayout l = layout(rows, n, k);
