@@ -236,15 +236,12 @@ constexpr int kNarrowSpan = 3;
 // key's smallest block exponent (codes). The CPU's term is bf16(fp32(ReLU(bf16(dot))·w)); in the normal
 // fp32 range BF16 and fp32 roundings commute with powers of two, so with x = acc·2^-22 and the scaled
 // weight ws = w·2^(eq − 127) the term is T·2^(ek − 107), T = bf16(fp32(bf16(ReLU(x))·ws)), and the score
-// is bf16(fp32(Σ T))·2^(ek − 107). Nothing needs a conversion instruction except, in the default variant,
-// the BF16 roundings (cvt.rn.bf16x2, two values each; the FMA variant below avoids those too):
+// is bf16(fp32(Σ T))·2^(ek − 107). Nothing needs a conversion instruction except the BF16 roundings
+// (cvt.rn.bf16x2, one per rounding, see narrow_term):
 //  - the tensor core starts the accumulator at 0x4B400000 (the bits of 1.5·2^23), so its result read as a
 //    float is 1.5·2^23 + acc; one saturating FMA gives max(x, 0) exactly (x < 0.5);
 //  - the key operand is unsigned: 96 + the signed pre-shifted value (one IADD3 on the two byte tables of
 //    the sign-split magnitudes); the start value subtracts 96·Σ v_q, precomputed per head;
-//  - BF16 rounding of a normal float (or zero) in three instructions: with c = ±2^e (sign and exponent
-//    bits of x), fl(x + c·2^16) lies in binade e + 16 whose spacing is BF16's in binade e, and 2^(e+16)
-//    is an even multiple of it, so fl(x + c·2^16) − c·2^16 (exact) is x rounded to nearest-even BF16;
 //  - the head sum twice in fp32, rounded down and rounded up (interval arithmetic: the exact sum lies
 //    between the two): the CPU's value bf16(fp32(sum)) is monotone in the sum, so when both bounds round
 //    to the same BF16 value that is it. Sums of BF16 terms of nearby magnitudes are almost always exact
@@ -646,30 +643,30 @@ __device__ inline float fma_saturate(float a, float b, float c) {
   return d;
 }
 
-// RNE to BF16 of a normal float or zero (not of subnormals, infinities or NaN), without a conversion.
+// RNE to BF16 of a normal float or zero (not of subnormals, infinities or NaN), without a conversion: with
+// c = ±2^e (sign and exponent bits of x), fl(x + c·2^16) lies in binade e + 16 whose spacing is BF16's in
+// binade e, and 2^(e+16) is an even multiple of it, so fl(x + c·2^16) − c·2^16 (exact) is x rounded to
+// nearest-even BF16. (The certificate's bounds are rounded this way: below the normal range it is the
+// identity, see score_narrow_entries.)
 __device__ inline float round_bf16_normal(float x) {
   const float c = __uint_as_float(__float_as_uint(x) & 0xFF800000u);  // ±2^exponent(x)
   return __fmaf_rn(c, -65536.0f, __fmaf_rn(c, 65536.0f, x));
 }
 
-// T = bf16(fp32(bf16(ReLU(x))·ws)) from the biased accumulator (float bits 1.5·2^23 + acc).
-__device__ inline float narrow_term(int biased, float ws) {
-  const float x = fma_saturate(__int_as_float(biased), 0x1p-22f, -3.0f);  // max(acc, 0)·2^-22, exact
-  return round_bf16_normal(__fmul_rn(round_bf16_normal(x), ws));
-}
-
-// The same with the BF16 roundings by cvt.rn.bf16x2 (the variant benchmarked against narrow_term). Each
-// conversion packs the value with a zero in the low half, so its result read as a float is the rounded
-// value itself: one conversion per rounding and no unpacking (two values per conversion cost the same
-// conversions plus a LOP3 or shift per value to unpack them).
+// BF16 rounding by cvt.rn.bf16x2 with a zero in the low half, so that the result read as a float is the
+// rounded value itself: one conversion per rounding and no unpacking (two values per conversion cost the
+// same conversions plus a LOP3 or shift per value to unpack them). Rounding by FMAs on the exponent
+// (round_bf16_normal: 3 instructions) measured 8-15 % slower (rounds 2-3 of session 3, s4r0).
 __device__ inline float round_bf16_cvt(float x) {
   uint32_t r;
   asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(x), "f"(0.0f));
   return __uint_as_float(r);
 }
 
-__device__ inline float narrow_term_cvt(int biased, float ws) {
-  return round_bf16_cvt(__fmul_rn(round_bf16_cvt(fma_saturate(__int_as_float(biased), 0x1p-22f, -3.0f)), ws));
+// T = bf16(fp32(bf16(ReLU(x))·ws)) from the biased accumulator (float bits 1.5·2^23 + acc): 4 instructions.
+__device__ inline float narrow_term(int biased, float ws) {
+  const float x = fma_saturate(__int_as_float(biased), 0x1p-22f, -3.0f);  // max(acc, 0)·2^-22, exact
+  return round_bf16_cvt(__fmul_rn(round_bf16_cvt(x), ws));
 }
 
 // The key exponents of a warp's 32 records: record q = 0..3 of a lane is entry g + 8q (m-tile q / 2,
@@ -734,13 +731,15 @@ __device__ inline void narrow_key_fragments(const uint8_t* records, const KeyExp
 // Calls add(q, T) for every head of this lane (heads j·8 + 2t, j·8 + 2t + 1) and record q (entry g + 8q).
 // frags: the row's query B fragments in fragment order ([heads / 8][4 blocks][32 lanes], each shared by
 // the two m-tiles); starts: the row's accumulator starts per head pair {2i, 2i + 1, 2i, 2i + 1} (the C
-// operand as loaded); ws: the scaled weights per head pair.
-template <bool kCvt, class Add>
+// operand as loaded); ws: the scaled weights per head pair. kHeads: heads when known at compile time
+// (the loop unrolled), else 0.
+template <int kHeads, class Add>
 __device__ __forceinline__ void narrow_terms(const uint32_t (&a)[2][kFastBlocks][4], const uint2* frags,
                                              const int4* starts, const float2* ws, int heads, int lane,
                                              Add add) {
   const int t = lane & 3;
-#pragma unroll 2
+  constexpr int kUnroll = 2;
+#pragma unroll kUnroll
   for (int j = 0; j < heads / 8; ++j) {
     const int4 c0 = starts[j * 4 + t];  // heads j·8 + 2t and j·8 + 2t + 1
     const float2 w = ws[j * 4 + t];
@@ -755,15 +754,8 @@ __device__ __forceinline__ void narrow_terms(const uint32_t (&a)[2][kFastBlocks]
     for (int mt = 0; mt < 2; ++mt) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const auto term = [](int biased, float ws) {
-          if constexpr (kCvt) {
-            return narrow_term_cvt(biased, ws);
-          } else {
-            return narrow_term(biased, ws);
-          }
-        };
-        add(mt * 2 + h, term(acc[mt][2 * h], w.x));
-        add(mt * 2 + h, term(acc[mt][2 * h + 1], w.y));
+        add(mt * 2 + h, narrow_term(acc[mt][2 * h], w.x));
+        add(mt * 2 + h, narrow_term(acc[mt][2 * h + 1], w.y));
       }
     }
   }
@@ -783,15 +775,15 @@ __device__ inline T reduce_to_lane(const T (&v)[4], int t, Add add) {
 
 // Scores of the warp's 32 entries (from entry0) for one row on the narrow-term path; lane t stores
 // entry g + 8t.
-template <bool kCvt>
+template <int kHeads>
 __device__ void score_narrow_entries(const FastArgs& a, const uint32_t (&frag_a)[2][kFastBlocks][4], int ek,
-                                     const uint2* frags, const int4* starts, const float2* ws, int64_t entry0,
-                                     int64_t row, int64_t visible) {
+                                     const uint2* frags, const int4* starts, const float2* ws, int heads,
+                                     int64_t entry0, int64_t row, int64_t visible) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   // Lower and upper bounds of the head sums (any order; +0 start: an exact zero sum rounds up to +0, the
   // CPU's sign).
   float low[4] = {0.0f, 0.0f, 0.0f, 0.0f}, high[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  narrow_terms<kCvt>(frag_a, frags, starts, ws, a.heads, lane, [&](int q, float term) {
+  narrow_terms<kHeads>(frag_a, frags, starts, ws, heads, lane, [&](int q, float term) {
     low[q] = __fadd_rd(low[q], term);
     high[q] = __fadd_ru(high[q], term);
   });
@@ -805,8 +797,8 @@ __device__ void score_narrow_entries(const FastArgs& a, const uint32_t (&frag_a)
   if (__any_sync(0xFFFFFFFFu, !certain)) {
     // Rare (an inexact fp32 sum near a BF16 midpoint): the terms again, summed exactly.
     double exact[4] = {0.0, 0.0, 0.0, 0.0};
-    narrow_terms<kCvt>(frag_a, frags, starts, ws, a.heads, lane,
-                       [&](int q, float term) { exact[q] += term; });
+    narrow_terms<kHeads>(frag_a, frags, starts, ws, heads, lane,
+                         [&](int q, float term) { exact[q] += term; });
     const double total = reduce_to_lane(exact, t, [](double x, double y) { return x + y; });
     if (!certain) result = round_bf16(__double2float_rn(total));
   }
@@ -835,12 +827,13 @@ __device__ __noinline__ void score_exact_entries(const FastArgs& a, const uint8_
   a.scores[row * a.count + entry] = value;
 }
 
-// kCvt: the BF16 roundings of the narrow-term path by cvt.rn.bf16x2 instead of FMAs (benchmark A/B).
-template <bool kCvt>
+// kHeads: the head count when it is 32 (the V4.1 shape: the narrow-term loop unrolled, constant offsets),
+// else 0 (any multiple of 8 up to kMaxFastHeads, from the arguments).
+template <int kHeads>
 __global__ void __launch_bounds__(kFastThreads, kFastMinCtasPerSm)
     fast_scores_kernel(const __grid_constant__ FastArgs a) {
   extern __shared__ __align__(16) uint8_t smem[];
-  const int rows_cta = a.rows_per_cta, heads = a.heads, per_row = heads * kFastDim;
+  const int rows_cta = a.rows_per_cta, heads = kHeads > 0 ? kHeads : a.heads, per_row = heads * kFastDim;
   // The per-block path (rare tiles) reads the query values from global memory (L1/L2): shared memory
   // holds what the narrow-term path reads, so four rows still fit four CTAs per SM.
   uint8_t* stages = smem;                                                       // kFastStages tiles
@@ -920,8 +913,8 @@ __global__ void __launch_bounds__(kFastThreads, kFastMinCtasPerSm)
         }
         const int2 range = row_range[r];
         if (k.narrow && k.lowest >= range.x && k.highest <= range.y) {
-          score_narrow_entries<kCvt>(a, frag_a, ek, frags + r * per_row / 8, starts + r * heads / 2,
-                                     ws + r * heads / 2, entry0, row0 + r, row_visible[r]);
+          score_narrow_entries<kHeads>(a, frag_a, ek, frags + r * per_row / 8, starts + r * heads / 2,
+                                       ws + r * heads / 2, heads, entry0, row0 + r, row_visible[r]);
           continue;
         }
         const int64_t offset = (row0 + r) * per_row;
@@ -988,20 +981,20 @@ void launch_fast_scores(const IndexScoringArgs& args, void* workspace, cudaStrea
   FKV_CUDA_CHECK_LAUNCH();
   const int rows_per_cta = static_cast<int>(std::min<int64_t>(args.n, kFastRows));
   const size_t smem = fast_scores_smem(args.heads, rows_per_cta);
-  const bool cvt = args.rounding == IndexRounding::kConvert;
-  const auto kernel = cvt ? fast_scores_kernel<true> : fast_scores_kernel<false>;
+  constexpr int kShapeHeads = 32;  // the V4.1 indexer
+  const auto kernel = args.heads == kShapeHeads ? fast_scores_kernel<kShapeHeads> : fast_scores_kernel<0>;
   static const bool configured = [] {
     const int limit = static_cast<int>(fast_scores_smem(kMaxFastHeads, kFastRows));
     FKV_CUDA_CHECK(
-        cudaFuncSetAttribute(fast_scores_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
-    FKV_CUDA_CHECK(
-        cudaFuncSetAttribute(fast_scores_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
+        cudaFuncSetAttribute(fast_scores_kernel<0>, cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
+    FKV_CUDA_CHECK(cudaFuncSetAttribute(fast_scores_kernel<kShapeHeads>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
     return true;
   }();
   (void)configured;
-  // Resident CTAs per SM, remembered per (variant, rows, heads / 8) and thread: no occupancy query per call.
-  thread_local int resident[2][kFastRows + 1][kMaxFastHeads / 8 + 1] = {};
-  int& blocks_per_sm = resident[cvt][rows_per_cta][args.heads / 8];
+  // Resident CTAs per SM, remembered per (rows, heads / 8) and thread: no occupancy query per call.
+  thread_local int resident[kFastRows + 1][kMaxFastHeads / 8 + 1] = {};
+  int& blocks_per_sm = resident[rows_per_cta][args.heads / 8];
   if (blocks_per_sm == 0) {
     FKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kernel, kFastThreads, smem));
     blocks_per_sm = std::max(blocks_per_sm, 1);

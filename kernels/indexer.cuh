@@ -29,11 +29,6 @@ namespace flashkv::cuda {
 
 enum class IndexKeyFormat { kFp32, kMxfp4 };
 
-// How the tensor-core path rounds to BF16 (same values either way; bench/bench_indexer.cu compares their
-// speed): cvt.rn.bf16x2 conversions (kConvert, the default: 5-10 % faster in GPU round 2) or FMAs on the
-// exponent (kFma).
-enum class IndexRounding { kConvert, kFma };
-
 struct IndexScoringArgs {
   const float* queries = nullptr;       // [n, heads * dim]
   const float* head_weights = nullptr;  // [n, heads]
@@ -49,7 +44,6 @@ struct IndexScoringArgs {
   // Scratch of index_scores_workspace_bytes(n, heads) bytes; null: the call allocates it (stream-ordered).
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
-  IndexRounding rounding = IndexRounding::kConvert;
   // Test hook: every entry of the tensor-core path's fp32 head sum takes the rare exact redo (double head
   // sum) as if its rounding certificate had failed. Same results, slower; tests/gpu/test_indexer.cpp runs
   // it so that the conformance tests cover that path every time.
