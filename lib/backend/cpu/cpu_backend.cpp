@@ -46,13 +46,13 @@ void RecordRows::dequantize(int64_t i, float* out) const {
 }
 
 std::unique_ptr<Backend> make_cpu_backend(int threads) {
-  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   return std::make_unique<cpu::CpuBackend>(threads);
 }
 
 namespace cpu {
 
-CpuBackend::CpuBackend(int threads) : pool_(threads) {}
+CpuBackend::CpuBackend(int threads)
+    : pool_(threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))) {}
 
 void CpuBackend::parallel_for(int64_t count, double work, const std::function<void(int64_t)>& body) const {
   // Below ~64K multiply-adds the hand-off to the workers costs more than it saves (measured, tiny configs).

@@ -13,6 +13,7 @@ namespace flashkv::backend::cpu {
 
 class CpuBackend final : public Backend {
  public:
+  // `threads` workers in total (0: hardware concurrency).
   explicit CpuBackend(int threads);
 
   std::string_view name() const override { return "cpu"; }
@@ -55,6 +56,10 @@ class CpuBackend final : public Backend {
   void output_projection(ConstMatrix o, int64_t heads, std::span<const int64_t> positions,
                          const RopeTable& table, ConstMatrix wo_a, int64_t groups, Matrix a,
                          Rounding rounding) const override;
+  // output_projection's second step (output_projection.cpp): a[n, groups·rank] with a_g = wo_a[g]·(group g's
+  // columns of x), x [n, heads·head_dim] already rotated back; faithful: BF16. Public for a device backend
+  // that runs the inverse RoPE itself and keeps this double-accumulated GEMM (kernels/cuda_backend.hpp).
+  void grouped_projection(ConstMatrix x, ConstMatrix wo_a, int64_t groups, Matrix a, Rounding rounding) const;
   void route(ConstMatrix v, const RouterWeights& router, std::span<int32_t> experts, Matrix weights,
              Rounding rounding) const override;
   void route_given(ConstMatrix v, const RouterWeights& router, std::span<const int32_t> experts,
