@@ -13,11 +13,13 @@
 #include <flashkv/numeric/kv_records.hpp>
 #include <flashkv/numeric/scalar_codecs.hpp>
 
+#include "backend/cpu/cpu_backend.hpp"
 #include "compressor_pool.cuh"
 #include "cuda_check.cuh"
 #include "indexer.cuh"
 #include "kv_quant.cuh"
 #include "kv_record_v4.cuh"
+#include "pinned_staging.hpp"
 #include "rms_norm.cuh"
 #include "rope.cuh"
 #include "sparse_attention.cuh"
@@ -81,10 +83,19 @@ size_t elements(backend::ConstMatrix m) {
 
 }  // namespace
 
-CudaBackend::CudaBackend(int cpu_threads) : cpu_(backend::make_cpu_backend(cpu_threads)) {}
+CudaBackend::CudaBackend(int cpu_threads, DeviceThresholds thresholds)
+    : cpu_(std::make_unique<backend::cpu::CpuBackend>(cpu_threads)),
+      thresholds_(thresholds),
+      staging_(std::make_unique<StagingPool>()) {}
 
-std::unique_ptr<backend::Backend> make_cuda_backend(int cpu_threads) {
-  return std::make_unique<CudaBackend>(cpu_threads);
+CudaBackend::~CudaBackend() = default;
+
+int CudaBackend::threads() const {
+  return cpu_->threads();
+}
+
+std::unique_ptr<backend::Backend> make_cuda_backend(int cpu_threads, DeviceThresholds thresholds) {
+  return std::make_unique<CudaBackend>(cpu_threads, thresholds);
 }
 
 // ---- on the GPU -------------------------------------------------------------------------------------------
@@ -257,10 +268,6 @@ void CudaBackend::sparse_attention(const backend::SparseAttention& p, backend::M
 // ---- KV write path (wire) ----
 namespace {
 
-void synchronize() {
-  FKV_CUDA_CHECK(cudaStreamSynchronize(stream()));
-}
-
 // Rows of one record format and width, encoded and decoded on the device.
 struct RecordCodec {
   backend::RecordFormat format = backend::RecordFormat::kFp32;
@@ -319,19 +326,6 @@ struct RecordCodec {
         return dequantize_v4_records(records, n, c, static_cast<int>(rope_dim), rows, stream());
     }
   }
-
-  // Enqueues the records of n device rows and their download into `records`, and, when `dequantized` has
-  // rows, the decoded values and their download. The caller synchronizes before reading the host buffers.
-  void enqueue(const float* d_rows, int64_t n, std::span<uint8_t> records,
-               backend::Matrix dequantized) const {
-    DeviceArray<uint8_t> d_records(static_cast<size_t>(n) * row_bytes());
-    encode(d_rows, n, d_records.data());
-    download_async(d_records, records.data(), d_records.bytes());
-    if (dequantized.rows == 0) return;
-    DeviceArray<float> d_dequantized(static_cast<size_t>(n * channels));
-    decode(d_records.data(), n, d_dequantized.data());
-    download_async(d_dequantized, dequantized.data, static_cast<size_t>(n * channels));
-  }
 };
 
 bool is_quantized(backend::RecordFormat format) {
@@ -344,42 +338,93 @@ bool rope_fits(int64_t cols, int64_t heads, const backend::RopeTable& table) {
          static_cast<int64_t>(table.freqs.size()) >= table.rope_dim / 2;
 }
 
-// RoPE of n device rows [n, heads·head_dim] in place, with the positions and the table uploaded here; row
-// flags (rope.cuh) into d_flags.
-void enqueue_rope(float* d_rows, int64_t n, int64_t heads, int64_t cols, std::span<const int64_t> positions,
-                  const backend::RopeTable& table, bool inverse, backend::Rounding rounding,
-                  uint8_t* d_flags) {
-  const auto d_positions = upload(positions.data(), static_cast<size_t>(n));
-  const auto d_freqs = upload(table.freqs.data(), static_cast<size_t>(table.rope_dim / 2));
-  RopeRowsArgs args;
-  args.x = d_rows;
-  args.n = n;
-  args.heads = heads;
-  args.head_dim = cols / heads;
-  args.rope_dim = table.rope_dim;
-  args.positions = d_positions.data();
-  args.freqs = d_freqs.data();
-  args.inverse = inverse;
-  args.fp32_angles = table.rounding == backend::Rounding::kFaithful;
-  args.round_bf16 = rounding == backend::Rounding::kFaithful;
-  args.row_flags = d_flags;
-  rope_rows(args, stream());
+// Whether a call of x.rows·x.cols elements stays on the CPU (DeviceThresholds).
+bool below(backend::ConstMatrix x, int64_t threshold) {
+  return x.rows * x.cols < threshold;
 }
 
-// n row flags on the device, all 0 (the kernels only ever set flags).
-DeviceArray<uint8_t> zeroed_flags(int64_t n) {
-  DeviceArray<uint8_t> flags(static_cast<size_t>(n));
-  if (n > 0) FKV_CUDA_CHECK(cudaMemsetAsync(flags.data(), 0, flags.bytes(), stream()));
-  return flags;
+size_t float_bytes(int64_t count) {
+  return static_cast<size_t>(count) * sizeof(float);
 }
 
-// Indices of the flagged entries of a flags array downloaded from the device.
-std::vector<int64_t> flagged(const std::vector<uint8_t>& flags) {
+// A call's record outputs in its staging layout (download segments): the records and, when asked for, the
+// values they decode to.
+struct RecordOutputs {
+  Segment records;
+  Segment decoded;  // 0 bytes: not asked for
+
+  RecordOutputs(StagingLayout& layout, const RecordCodec& codec, int64_t n, bool with_decoded)
+      : records(layout.download(static_cast<size_t>(n) * codec.row_bytes())),
+        decoded(layout.download(with_decoded ? float_bytes(n * codec.channels) : 0)) {}
+
+  void enqueue(const Staging& staging, const RecordCodec& codec, const float* d_rows, int64_t n) const {
+    codec.encode(d_rows, n, staging.device<uint8_t>(records));
+    if (decoded.bytes > 0) codec.decode(staging.device<uint8_t>(records), n, staging.device<float>(decoded));
+  }
+  // After the download: the results into the caller's views.
+  void copy_out(const Staging& staging, std::span<uint8_t> out, backend::Matrix dequantized) const {
+    std::memcpy(out.data(), staging.host<uint8_t>(records), records.bytes);
+    if (decoded.bytes > 0) std::memcpy(dequantized.data, staging.host<float>(decoded), decoded.bytes);
+  }
+};
+
+// The positions and frequencies a RoPE launch reads (upload segments).
+struct RopeInputs {
+  Segment positions;
+  Segment freqs;
+
+  RopeInputs(StagingLayout& layout, int64_t n, const backend::RopeTable& table)
+      : positions(layout.upload(static_cast<size_t>(n) * sizeof(int64_t))),
+        freqs(layout.upload(static_cast<size_t>(table.rope_dim / 2) * sizeof(double))) {}
+
+  void fill(const Staging& staging, std::span<const int64_t> row_positions,
+            const backend::RopeTable& table) const {
+    std::memcpy(staging.host<int64_t>(positions), row_positions.data(), positions.bytes);
+    if (freqs.bytes > 0) std::memcpy(staging.host<double>(freqs), table.freqs.data(), freqs.bytes);
+  }
+
+  // RoPE of n device rows [n, heads·head_dim] in place; row flags (rope.cuh) into d_flags.
+  void enqueue(const Staging& staging, float* d_rows, int64_t n, int64_t heads, int64_t cols,
+               const backend::RopeTable& table, bool inverse, backend::Rounding rounding,
+               uint8_t* d_flags) const {
+    RopeRowsArgs args;
+    args.x = d_rows;
+    args.n = n;
+    args.heads = heads;
+    args.head_dim = cols / heads;
+    args.rope_dim = table.rope_dim;
+    args.positions = staging.device<int64_t>(positions);
+    args.freqs = staging.device<double>(freqs);
+    args.inverse = inverse;
+    args.fp32_angles = table.rounding == backend::Rounding::kFaithful;
+    args.round_bf16 = rounding == backend::Rounding::kFaithful;
+    args.row_flags = d_flags;
+    rope_rows(args, stream());
+  }
+};
+
+// Indices of the flagged entries of n row flags.
+std::vector<int64_t> flagged(const uint8_t* flags, int64_t n) {
   std::vector<int64_t> out;
-  for (size_t i = 0; i < flags.size(); ++i) {
-    if (flags[i] != 0) out.push_back(static_cast<int64_t>(i));
+  for (int64_t i = 0; i < n; ++i) {
+    if (flags[i] != 0) out.push_back(i);
   }
   return out;
+}
+
+// quantize_rows / quantize_rope_rows on the device: one upload of the rows, one download of the results.
+void quantize_on_device(StagingPool& pool, const RecordCodec& codec, backend::ConstMatrix x,
+                        std::span<uint8_t> records, backend::Matrix dequantized) {
+  if (x.rows == 0) return;
+  StagingLayout layout;
+  const Segment rows = layout.upload(float_bytes(x.rows * x.cols));
+  const RecordOutputs outputs(layout, codec, x.rows, dequantized.rows > 0);
+  const auto staging = pool.acquire(layout, stream());
+  std::memcpy(staging->host<float>(rows), x.data, rows.bytes);
+  staging->upload(layout, stream());
+  outputs.enqueue(*staging, codec, staging->device<float>(rows), x.rows);
+  staging->download(layout, stream());
+  outputs.copy_out(*staging, records, dequantized);
 }
 
 }  // namespace
@@ -387,42 +432,43 @@ std::vector<int64_t> flagged(const std::vector<uint8_t>& flags) {
 void CudaBackend::quantize_rows(backend::ConstMatrix x, backend::RecordFormat format,
                                 std::span<uint8_t> records, backend::Matrix dequantized) const {
   const RecordCodec codec{format, x.cols, 0};
-  if (!is_quantized(format) || !codec.on_device()) {  // kFp32 (a copy) and other widths stay on the CPU
+  // kFp32 (a copy), other widths and small calls stay on the CPU
+  if (!is_quantized(format) || !codec.on_device() || below(x, thresholds_.record_elements)) {
     cpu_->quantize_rows(x, format, records, dequantized);
     return;
   }
-  if (x.rows == 0) return;
-  const auto d_x = upload(x.data, elements(x));
-  codec.enqueue(d_x.data(), x.rows, records, dequantized);
-  synchronize();
+  quantize_on_device(*staging_, codec, x, records, dequantized);
 }
 
 void CudaBackend::quantize_rope_rows(backend::ConstMatrix x, int64_t rope_dim, std::span<uint8_t> records,
                                      backend::Matrix dequantized) const {
   const RecordCodec codec{backend::RecordFormat::kFp8Bf16Rope, x.cols, rope_dim};
-  if (!codec.on_device()) {
+  if (!codec.on_device() || below(x, thresholds_.record_elements)) {
     cpu_->quantize_rope_rows(x, rope_dim, records, dequantized);
     return;
   }
-  if (x.rows == 0) return;
-  const auto d_x = upload(x.data, elements(x));
-  codec.enqueue(d_x.data(), x.rows, records, dequantized);
-  synchronize();
+  quantize_on_device(*staging_, codec, x, records, dequantized);
 }
 
 void CudaBackend::fake_quantize(backend::Matrix x, backend::RecordFormat format) const {
   const RecordCodec codec{format, x.cols, 0};
-  if (!is_quantized(format) || !codec.on_device()) {  // kFp32 and kFp8Bf16Rope leave x as it is
+  // kFp32 and kFp8Bf16Rope leave x as it is
+  if (!is_quantized(format) || !codec.on_device() || below(x, thresholds_.record_elements)) {
     cpu_->fake_quantize(x, format);
     return;
   }
   if (x.rows == 0) return;
   // decode(encode(x)): the host's fakequant_* compute exactly the record's scale and codes, then decode them
-  auto d_x = upload(x.data, elements(x));
-  DeviceArray<uint8_t> d_records(static_cast<size_t>(x.rows) * codec.row_bytes());
-  codec.encode(d_x.data(), x.rows, d_records.data());
-  codec.decode(d_records.data(), x.rows, d_x.data());
-  download(d_x, x.data, elements(x));
+  StagingLayout layout;
+  const Segment rows = layout.upload_download(float_bytes(x.rows * x.cols));
+  const Segment records = layout.scratch(static_cast<size_t>(x.rows) * codec.row_bytes());
+  const auto staging = staging_->acquire(layout, stream());
+  std::memcpy(staging->host<float>(rows), x.data, rows.bytes);
+  staging->upload(layout, stream());
+  codec.encode(staging->device<float>(rows), x.rows, staging->device<uint8_t>(records));
+  codec.decode(staging->device<uint8_t>(records), x.rows, staging->device<float>(rows));
+  staging->download(layout, stream());
+  std::memcpy(x.data, staging->host<float>(rows), rows.bytes);
 }
 
 namespace {
@@ -467,7 +513,7 @@ void round_unrotated_to_bf16(backend::Matrix x, int64_t heads, int64_t head_dim,
 void CudaBackend::rope(backend::Matrix x, int64_t heads, std::span<const int64_t> positions,
                        const backend::RopeTable& table, bool inverse, backend::Rounding rounding) const {
   if (x.rows == 0) return;
-  if (!rope_fits(x.cols, heads, table) || table.rope_dim == 0) {
+  if (!rope_fits(x.cols, heads, table) || table.rope_dim == 0 || x.rows < thresholds_.rope_rows) {
     cpu_->rope(x, heads, positions, table, inverse, rounding);
     return;
   }
@@ -477,25 +523,30 @@ void CudaBackend::rope(backend::Matrix x, int64_t heads, std::span<const int64_t
   const int64_t rope_dim = table.rope_dim;
   const int64_t first = head_dim - rope_dim;
   const int64_t row_rotated = heads * rope_dim;
-  std::vector<float> rotated(static_cast<size_t>(x.rows * row_rotated));
+  StagingLayout layout;
+  const RopeInputs inputs(layout, x.rows, table);
+  const Segment rotated = layout.upload_download(float_bytes(x.rows * row_rotated));
+  const Segment flags = layout.upload_download(static_cast<size_t>(x.rows));
+  const auto staging = staging_->acquire(layout, stream());
+  float* staged = staging->host<float>(rotated);
   for (int64_t r = 0; r < x.rows; ++r) {
     for (int64_t h = 0; h < heads; ++h) {
-      std::copy_n(x.row(r) + h * head_dim + first, rope_dim, rotated.data() + (r * heads + h) * rope_dim);
+      std::copy_n(x.row(r) + h * head_dim + first, rope_dim, staged + (r * heads + h) * rope_dim);
     }
   }
-  const auto d_rotated = upload(rotated.data(), rotated.size());
-  const auto d_flags = zeroed_flags(x.rows);
-  enqueue_rope(d_rotated.data(), x.rows, heads, row_rotated, positions, table, inverse, rounding,
-               d_flags.data());
+  inputs.fill(*staging, positions, table);
+  std::memset(staging->host<uint8_t>(flags), 0, flags.bytes);
+  staging->upload(layout, stream());
+  inputs.enqueue(*staging, staging->device<float>(rotated), x.rows, heads, row_rotated, table, inverse,
+                 rounding, staging->device<uint8_t>(flags));
   if (rounding == backend::Rounding::kFaithful && !unrotated_are_bf16(x, heads, head_dim, first)) {
-    round_unrotated_to_bf16(x, heads, head_dim, first);
+    round_unrotated_to_bf16(x, heads, head_dim, first);  // overlaps the kernel
   }
-  std::vector<uint8_t> flags(static_cast<size_t>(x.rows));
-  download_async(d_rotated, rotated.data(), rotated.size());
-  download(d_flags, flags.data(), flags.size());
+  staging->download(layout, stream());
+  const uint8_t* row_flags = staging->host<uint8_t>(flags);
   int64_t redone = 0;
   for (int64_t r = 0; r < x.rows; ++r) {
-    if (flags[static_cast<size_t>(r)] != 0) {
+    if (row_flags[r] != 0) {
       // not certified: the CPU rotates the row's original channels (its cast point of the others is
       // idempotent)
       cpu_->rope(backend::Matrix{x.row(r), 1, x.cols}, heads, positions.subspan(static_cast<size_t>(r), 1),
@@ -504,7 +555,7 @@ void CudaBackend::rope(backend::Matrix x, int64_t heads, std::span<const int64_t
       continue;
     }
     for (int64_t h = 0; h < heads; ++h) {
-      std::copy_n(rotated.data() + (r * heads + h) * rope_dim, rope_dim, x.row(r) + h * head_dim + first);
+      std::copy_n(staged + (r * heads + h) * rope_dim, rope_dim, x.row(r) + h * head_dim + first);
     }
   }
   recomputed_rows_ += redone;
@@ -516,26 +567,36 @@ void CudaBackend::norm_rope_quantize(backend::ConstMatrix x, std::span<const flo
                                      std::span<uint8_t> records, backend::Matrix dequantized,
                                      backend::Rounding rounding) const {
   const RecordCodec codec{format, x.cols, record_rope_dim};
-  if (!codec.on_device() || !rope_fits(x.cols, 1, table)) {
+  if (!codec.on_device() || !rope_fits(x.cols, 1, table) || below(x, thresholds_.record_elements)) {
     cpu_->norm_rope_quantize(x, norm_weight, eps, positions, table, format, record_rope_dim, records,
                              dequantized, rounding);
     return;
   }
   if (x.rows == 0) return;
   // the rows cross once: RMSNorm (rms_norm.cuh, exact), RoPE (certified) and the records stay on the device
-  const auto d_x = upload(x.data, elements(x));
-  const auto d_weight = upload(norm_weight.data(), static_cast<size_t>(x.cols));
-  DeviceArray<float> d_rows(elements(x));
-  const auto d_flags = zeroed_flags(x.rows);
-  rms_norm_rows(d_x.data(), x.rows, x.cols, d_weight.data(), eps, rounding == backend::Rounding::kFaithful,
-                d_rows.data(), d_flags.data(), stream());
-  enqueue_rope(d_rows.data(), x.rows, 1, x.cols, positions, table, /*inverse=*/false, rounding,
-               d_flags.data());
-  codec.enqueue(d_rows.data(), x.rows, records, dequantized);
-  std::vector<uint8_t> flags(static_cast<size_t>(x.rows));
-  download(d_flags, flags.data(), flags.size());  // synchronizes the downloads above too
+  StagingLayout layout;
+  const Segment rows = layout.upload(float_bytes(x.rows * x.cols));
+  const Segment weight = layout.upload(float_bytes(x.cols));
+  const RopeInputs rope_inputs(layout, x.rows, table);
+  const Segment flags = layout.upload_download(static_cast<size_t>(x.rows));
+  const RecordOutputs outputs(layout, codec, x.rows, dequantized.rows > 0);
+  const Segment normed = layout.scratch(float_bytes(x.rows * x.cols));
+  const auto staging = staging_->acquire(layout, stream());
+  std::memcpy(staging->host<float>(rows), x.data, rows.bytes);
+  std::memcpy(staging->host<float>(weight), norm_weight.data(), weight.bytes);
+  rope_inputs.fill(*staging, positions, table);
+  std::memset(staging->host<uint8_t>(flags), 0, flags.bytes);
+  staging->upload(layout, stream());
+  float* d_normed = staging->device<float>(normed);
+  uint8_t* d_flags = staging->device<uint8_t>(flags);
+  rms_norm_rows(staging->device<float>(rows), x.rows, x.cols, staging->device<float>(weight), eps,
+                rounding == backend::Rounding::kFaithful, d_normed, d_flags, stream());
+  rope_inputs.enqueue(*staging, d_normed, x.rows, 1, x.cols, table, /*inverse=*/false, rounding, d_flags);
+  outputs.enqueue(*staging, codec, d_normed, x.rows);
+  staging->download(layout, stream());
+  outputs.copy_out(*staging, records, dequantized);
   // rows with a non-finite norm or an uncertified RoPE: the CPU's records for those
-  const std::vector<int64_t> redo = flagged(flags);
+  const std::vector<int64_t> redo = flagged(staging->host<uint8_t>(flags), x.rows);
   const size_t bytes = codec.row_bytes();
   for (const int64_t r : redo) {
     const backend::Matrix row_out =
@@ -551,31 +612,36 @@ void CudaBackend::compressor_pool(backend::ConstMatrix v, backend::ConstMatrix g
                                   backend::Matrix pooled, backend::Rounding rounding) const {
   const int64_t groups = pooled.rows;
   if (groups == 0 || pooled.cols == 0) return;
-  if (ratio < 1 || v.cols != pooled.cols || g.cols != pooled.cols) {
+  if (ratio < 1 || v.cols != pooled.cols || g.cols != pooled.cols ||
+      groups * ratio * pooled.cols < thresholds_.pool_elements) {
     cpu_->compressor_pool(v, g, ratio, pooled, rounding);
     return;
   }
   const int64_t dim = pooled.cols;
-  const size_t inputs = static_cast<size_t>(groups * ratio * dim);
-  const auto d_v = upload(v.data, inputs);
-  const auto d_g = upload(g.data, inputs);
-  DeviceArray<float> d_pooled(static_cast<size_t>(groups * dim));
-  const auto d_flags = zeroed_flags(groups);
+  StagingLayout layout;
+  const Segment v_rows = layout.upload(float_bytes(groups * ratio * dim));
+  const Segment g_rows = layout.upload(v_rows.bytes);
+  const Segment flags = layout.upload_download(static_cast<size_t>(groups));
+  const Segment out = layout.download(float_bytes(groups * dim));
+  const auto staging = staging_->acquire(layout, stream());
+  std::memcpy(staging->host<float>(v_rows), v.data, v_rows.bytes);
+  std::memcpy(staging->host<float>(g_rows), g.data, g_rows.bytes);
+  std::memset(staging->host<uint8_t>(flags), 0, flags.bytes);
+  staging->upload(layout, stream());
   CompressorPoolArgs args;
-  args.v = d_v.data();
-  args.g = d_g.data();
+  args.v = staging->device<float>(v_rows);
+  args.g = staging->device<float>(g_rows);
   args.groups = groups;
   args.ratio = ratio;
   args.dim = dim;
   args.round_bf16 = rounding == backend::Rounding::kFaithful;
-  args.pooled = d_pooled.data();
-  args.group_flags = d_flags.data();
+  args.pooled = staging->device<float>(out);
+  args.group_flags = staging->device<uint8_t>(flags);
   cuda::compressor_pool(args, stream());
-  std::vector<uint8_t> flags(static_cast<size_t>(groups));
-  download_async(d_pooled, pooled.data, static_cast<size_t>(groups * dim));
-  download(d_flags, flags.data(), flags.size());
+  staging->download(layout, stream());
+  std::memcpy(pooled.data, staging->host<float>(out), out.bytes);
   // channels not certified (NaN in a flagged group): the CPU's value, from that channel's column alone
-  const std::vector<int64_t> redo = flagged(flags);
+  const std::vector<int64_t> redo = flagged(staging->host<uint8_t>(flags), groups);
   std::vector<float> v_column(static_cast<size_t>(ratio)), g_column(v_column.size());
   for (const int64_t j : redo) {
     for (int64_t c = 0; c < dim; ++c) {
@@ -590,6 +656,16 @@ void CudaBackend::compressor_pool(backend::ConstMatrix v, backend::ConstMatrix g
     }
   }
   recomputed_rows_ += static_cast<int64_t>(redo.size());
+}
+
+void CudaBackend::output_projection(backend::ConstMatrix o, int64_t heads, std::span<const int64_t> positions,
+                                    const backend::RopeTable& table, backend::ConstMatrix wo_a,
+                                    int64_t groups, backend::Matrix a, backend::Rounding rounding) const {
+  // as the CPU backend: o rotated back (on the GPU above the RoPE threshold), then the grouped projection
+  std::vector<float> unrotated(o.data, o.data + o.rows * o.cols);
+  const backend::Matrix x{unrotated.data(), o.rows, o.cols};
+  rope(x, heads, positions, table, /*inverse=*/true, rounding);
+  cpu_->grouped_projection(x, wo_a, groups, a, rounding);
 }
 // ---- end KV write path ----
 
@@ -631,11 +707,6 @@ void CudaBackend::engram_gather(std::span<const int64_t> rows, int64_t cols, bac
 void CudaBackend::engram_gate(backend::Matrix streams, backend::ConstMatrix kv, std::span<const float> omega,
                               int64_t hc, double eps, backend::Rounding rounding) const {
   cpu_->engram_gate(streams, kv, omega, hc, eps, rounding);
-}
-void CudaBackend::output_projection(backend::ConstMatrix o, int64_t heads, std::span<const int64_t> positions,
-                                    const backend::RopeTable& table, backend::ConstMatrix wo_a,
-                                    int64_t groups, backend::Matrix a, backend::Rounding rounding) const {
-  cpu_->output_projection(o, heads, positions, table, wo_a, groups, a, rounding);
 }
 void CudaBackend::route(backend::ConstMatrix v, const backend::RouterWeights& router,
                         std::span<int32_t> experts, backend::Matrix weights,

@@ -7,21 +7,30 @@
 //     record: kv_record_v4.cuh), fake_quantize (the same launchers, encode then decode), rope (rope.cuh,
 //     forward and inverse; only the rotated channels cross to the device, the others' BF16 cast point is
 //     applied on the host) and compressor_pool (compressor_pool.cuh);
+//   - output_projection's inverse RoPE (rope above, inverse), followed by the grouped wo_a projection on the
+//     CPU (CpuBackend::grouped_projection): its double-accumulated GEMM, rounded once, is what keeps the
+//     engine's tokens and logits identical to the CPU backend's, which a GPU GEMM would not;
 // and every other operation delegated to a CpuBackend (GEMMs, the standalone RMSNorm, mHC, Engram, MoE,
-// routing, the output projection, hadamard_rotate), so the engine runs unchanged on it (lib/runtime calls
-// only the Backend interface). The standalone rms_norm stays on the CPU on purpose: the engine calls it on
-// hidden rows whose copy to the device and back costs more than the CPU's norm while views are on the host.
-// What stays on the CPU inside the GPU operations: quantize_rows of kFp32 records (clean mode: a copy),
-// record widths the launchers do not take (not a multiple of the record's block, > kMaxKvChannels), shapes
-// the sparse attention kernel does not take, and the rare RoPE rows / pooled groups whose GPU value could not
-// be certified equal to the CPU's (below) or is not finite (NaN payloads differ between the two).
+// routing, hadamard_rotate), so the engine runs unchanged on it (lib/runtime calls only the Backend
+// interface). The standalone rms_norm stays on the CPU on purpose: the engine calls it on hidden rows whose
+// copy to the device and back costs more than the CPU's norm while views are on the host.
+// What stays on the CPU inside the GPU operations: calls below the size thresholds (DeviceThresholds below:
+// at decode most KV write calls are one row, which the CPU finishes before a device round trip would),
+// quantize_rows of kFp32 records (clean mode: a copy), record widths the launchers do not take (not a
+// multiple of the record's block, > kMaxKvChannels), shapes the sparse attention kernel does not take, and
+// the rare RoPE rows / pooled groups whose GPU value could not be certified equal to the CPU's (below) or is
+// not finite (NaN payloads differ between the two).
 //
-// Memory: the Backend contract passes host views; each GPU operation copies its inputs to device memory
-// (stream-ordered allocations on the calling thread's per-thread default stream), runs the kernels and
-// copies the results back before returning. Results equal the CPU backend's: bit-identical scores, pools,
-// restrictions and top-k lists (tests/gpu/test_indexer.cpp, test_topk.cpp); byte-identical records and
-// bit-identical dequantized rows, fake-quantized rows, RoPE rows and pooled rows, in both numerics modes
-// (tests/gpu/test_cuda_backend_ops.cpp); sparse attention within the tolerance documented in
+// Memory: the Backend contract passes host views. The KV write operations stage through pinned buffers
+// reused across calls (pinned_staging.hpp): inputs are copied into a page-locked buffer, cross in one
+// host-to-device copy, the kernels run on its device mirror, and all results come back in one device-to-host
+// copy and one synchronization, on the calling thread's per-thread default stream; the buffers are held
+// until the backend is destroyed (the largest call so far, per concurrently calling thread). The indexer and
+// attention operations copy their inputs to stream-ordered device allocations and back. Every call has
+// finished with the host views when it returns. Results equal the CPU backend's: bit-identical scores,
+// pools, restrictions and top-k lists (tests/gpu/test_indexer.cpp, test_topk.cpp); byte-identical records and
+// bit-identical dequantized rows, fake-quantized rows, RoPE rows, pooled rows and output projections, in both
+// numerics modes (tests/gpu/test_cuda_backend_ops.cpp); sparse attention within the tolerance documented in
 // kernels/sparse_attention.cuh.
 // RoPE and pooling use cos/sin/exp, where libdevice and glibc may differ in the last double bit: their
 // kernels bound that difference and flag a row whose fp32 rounding it could change (exact_rounding.cuh;
@@ -30,9 +39,10 @@
 // channels of such groups (each channel of a pooled row is an independent computation), so results stay
 // bit-identical (recomputed_rows() counts the rows and groups).
 //
-// Threading: immutable after construction (but for the recomputed_rows() counter, atomic); concurrent calls
-// from several threads are safe (each thread uses its own default stream, the CPU backend's pool accepts
-// concurrent callers).
+// Threading: immutable after construction but for the recomputed_rows() counter (atomic) and the staging
+// pool (mutex-guarded; each call holds its own buffers); concurrent calls from several threads are safe
+// (each thread uses its own default stream, the CPU backend's pool accepts concurrent callers). Every call
+// must run with the CUDA device current at construction (the staging buffers live there).
 // Errors: CUDA failures throw flashkv::Error(kDevice) (kOutOfMemory for allocations).
 //
 // This file is C++20 host code (backend.hpp needs <span>); the kernels live in C++17 .cu files behind
@@ -44,15 +54,44 @@
 
 #include "backend/backend.hpp"
 
+namespace flashkv::backend::cpu {
+class CpuBackend;
+}
+
 namespace flashkv::cuda {
+
+class StagingPool;
+
+// Sizes below which a KV write operation runs the CPU backend's implementation instead (identical results):
+// there the CPU finishes before the device call's fixed cost (one copy each way, the launches, one
+// synchronization) is paid. Taken from the measured crossover of the two backends
+// (docs/perf-notes/backend-kv-write.md; tests/gpu/test_cuda_backend_ops.cpp prints it each GPU round).
+struct DeviceThresholds {
+  // quantize_rows, quantize_rope_rows, fake_quantize, norm_rope_quantize: rows·cols
+  int64_t record_elements = 0;
+  // rope (and output_projection's inverse RoPE): rows
+  int64_t rope_rows = 0;
+  // compressor_pool: input elements, groups·ratio·dim
+  int64_t pool_elements = 0;
+};
+// The default. Round-2 crossover at one row: quantizers ~3-5 rows of 512 (CPU ~10-17 ns per element); RoPE,
+// whose CPU cost is one sincos per pair and row, only beyond ~64 rows at one head; pooling ~11 ns per input
+// element on the CPU.
+inline constexpr DeviceThresholds kDefaultThresholds{2048, 64, 4096};
+// Every call the launchers take runs on the device (the conformance tests, the bench's device column).
+inline constexpr DeviceThresholds kAlwaysDevice{};
 
 class CudaBackend final : public backend::Backend {
  public:
   // `cpu_threads` workers for the delegated operations (0: hardware concurrency).
-  explicit CudaBackend(int cpu_threads);
+  explicit CudaBackend(int cpu_threads, DeviceThresholds thresholds = kDefaultThresholds);
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
 
   std::string_view name() const override { return "cuda"; }
-  int threads() const override { return cpu_->threads(); }
+  int threads() const override;
+  const DeviceThresholds& thresholds() const { return thresholds_; }
 
   // ---- on the GPU
   void index_scores(const backend::IndexScoring& problem, backend::Matrix scores,
@@ -85,6 +124,10 @@ class CudaBackend final : public backend::Backend {
   // CPU's, which the CPU recomputed (whole rows; a group's uncertain channels), since construction
   // (diagnostics for the tests).
   int64_t recomputed_rows() const { return recomputed_rows_.load(); }
+  // The inverse RoPE through rope() above, then CpuBackend::grouped_projection.
+  void output_projection(backend::ConstMatrix o, int64_t heads, std::span<const int64_t> positions,
+                         const backend::RopeTable& table, backend::ConstMatrix wo_a, int64_t groups,
+                         backend::Matrix a, backend::Rounding rounding) const override;
   // ---- end KV write path ----
 
   // ---- CPU delegation (every other Backend operation; add new ones here)
@@ -107,9 +150,6 @@ class CudaBackend final : public backend::Backend {
                      backend::Matrix out) const override;
   void engram_gate(backend::Matrix streams, backend::ConstMatrix kv, std::span<const float> omega, int64_t hc,
                    double eps, backend::Rounding rounding) const override;
-  void output_projection(backend::ConstMatrix o, int64_t heads, std::span<const int64_t> positions,
-                         const backend::RopeTable& table, backend::ConstMatrix wo_a, int64_t groups,
-                         backend::Matrix a, backend::Rounding rounding) const override;
   void route(backend::ConstMatrix v, const backend::RouterWeights& router, std::span<int32_t> experts,
              backend::Matrix weights, backend::Rounding rounding) const override;
   void route_given(backend::ConstMatrix v, const backend::RouterWeights& router,
@@ -122,11 +162,14 @@ class CudaBackend final : public backend::Backend {
   // ---- end CPU delegation
 
  private:
-  std::unique_ptr<backend::Backend> cpu_;
+  std::unique_ptr<backend::cpu::CpuBackend> cpu_;
+  DeviceThresholds thresholds_;
+  std::unique_ptr<StagingPool> staging_;  // the KV write path's pinned buffers
   mutable std::atomic<int64_t> recomputed_rows_{0};
 };
 
 // A CudaBackend on the current CUDA device.
-std::unique_ptr<backend::Backend> make_cuda_backend(int cpu_threads);
+std::unique_ptr<backend::Backend> make_cuda_backend(int cpu_threads,
+                                                    DeviceThresholds thresholds = kDefaultThresholds);
 
 }  // namespace flashkv::cuda

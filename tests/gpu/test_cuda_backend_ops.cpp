@@ -43,9 +43,25 @@ const be::Backend& cpu() {
   return *backend;
 }
 
+// Every call the launchers take on the device, however small: the kernels and the staging under test.
 flashkv::cuda::CudaBackend& gpu() {
+  static flashkv::cuda::CudaBackend backend(2, flashkv::cuda::kAlwaysDevice);
+  return backend;
+}
+
+// The default size thresholds (small calls on the CPU): what the engine gets.
+flashkv::cuda::CudaBackend& gpu_default() {
   static flashkv::cuda::CudaBackend backend(2);
   return backend;
+}
+
+// Both, each checked against the CPU backend.
+struct GpuUnderTest {
+  const be::Backend* backend;
+  const char* name;
+};
+std::vector<GpuUnderTest> gpus() {
+  return {{&gpu(), "cuda (always device)"}, {&gpu_default(), "cuda (default thresholds)"}};
 }
 
 struct Rng {
@@ -148,21 +164,26 @@ void check_quantize(Rng& rng, RecordFormat format, int64_t dim, int64_t rope_dim
     for (const bool with_rows : {false, true}) {
       const std::string what = std::string(format_name(format)) + " dim " + std::to_string(dim) + " rows " +
                                std::to_string(n) + (with_rows ? " +dequantized" : "");
-      std::vector<uint8_t> want(bytes, 0xA5), got(bytes, 0x5A);
-      std::vector<float> want_rows(static_cast<size_t>(n * dim)), got_rows(want_rows.size());
+      std::vector<uint8_t> want(bytes, 0xA5);
+      std::vector<float> want_rows(static_cast<size_t>(n * dim));
       poison(want_rows);
-      poison(got_rows);
       const be::Matrix want_out = with_rows ? be::Matrix{want_rows.data(), n, dim} : be::Matrix{};
-      const be::Matrix got_out = with_rows ? be::Matrix{got_rows.data(), n, dim} : be::Matrix{};
-      if (format == RecordFormat::kFp8Bf16Rope) {
-        cpu().quantize_rope_rows(in, rope_dim, want, want_out);
-        gpu().quantize_rope_rows(in, rope_dim, got, got_out);
-      } else {
-        cpu().quantize_rows(in, format, want, want_out);
-        gpu().quantize_rows(in, format, got, got_out);
+      const auto quantize = [&](const be::Backend& b, std::span<uint8_t> records, be::Matrix rows) {
+        if (format == RecordFormat::kFp8Bf16Rope) {
+          b.quantize_rope_rows(in, rope_dim, records, rows);
+        } else {
+          b.quantize_rows(in, format, records, rows);
+        }
+      };
+      quantize(cpu(), want, want_out);
+      for (const GpuUnderTest& g : gpus()) {
+        std::vector<uint8_t> got(bytes, 0x5A);
+        std::vector<float> got_rows(want_rows.size());
+        poison(got_rows);
+        quantize(*g.backend, got, with_rows ? be::Matrix{got_rows.data(), n, dim} : be::Matrix{});
+        require_same_bytes(want, got, what + " " + g.name);
+        require_same_floats(want_rows, got_rows, what + " " + g.name);
       }
-      require_same_bytes(want, got, what);
-      require_same_floats(want_rows, got_rows, what);
     }
   }
 }
@@ -204,11 +225,15 @@ TEST_CASE("CudaBackend fake_quantize equals the CPU backend bit for bit", "[gpu]
       for (const bool bf16_valued : {true, false}) {
         std::vector<float> want = random_rows(rng, n, c.cols, bf16_valued);
         if (n > 1) want[static_cast<size_t>(c.cols + 3)] = kNan;
-        std::vector<float> got = want;
+        const std::vector<float> input = want;
         cpu().fake_quantize(be::Matrix{want.data(), n, c.cols}, c.format);
-        gpu().fake_quantize(be::Matrix{got.data(), n, c.cols}, c.format);
-        require_same_floats(want, got,
-                            std::string(format_name(c.format)) + " cols " + std::to_string(c.cols));
+        for (const GpuUnderTest& g : gpus()) {
+          std::vector<float> got = input;
+          g.backend->fake_quantize(be::Matrix{got.data(), n, c.cols}, c.format);
+          require_same_floats(
+              want, got,
+              std::string(format_name(c.format)) + " cols " + std::to_string(c.cols) + " " + g.name);
+        }
       }
     }
   }
@@ -250,15 +275,20 @@ TEST_CASE("CudaBackend rope equals the CPU backend bit for bit", "[gpu][backend_
               want[static_cast<size_t>(3 * cols - 2)] = kInf;
               special_rows += rc.rope_dim > 0 ? 2 : 0;
             }
-            std::vector<float> got = want;
+            const std::vector<float> input = want;
             cpu().rope(be::Matrix{want.data(), n, cols}, rc.heads, positions, table, inverse, rounding);
+            std::vector<float> got = input;
             gpu().rope(be::Matrix{got.data(), n, cols}, rc.heads, positions, table, inverse, rounding);
+            std::vector<float> got_default = input;
+            gpu_default().rope(be::Matrix{got_default.data(), n, cols}, rc.heads, positions, table, inverse,
+                               rounding);
             INFO("heads " << rc.heads << " head_dim " << rc.head_dim << " rope_dim " << rc.rope_dim
                           << " rows " << n << " table "
                           << (table_rounding == Rounding::kFaithful ? "fp32" : "double")
                           << (rounding == Rounding::kFaithful ? " bf16" : " fp32")
                           << (inverse ? " inverse" : ""));
             require_same_floats(want, got, "rope");
+            require_same_floats(want, got_default, "rope (default thresholds)");
             rows_checked += n;
           }
         }
@@ -309,24 +339,29 @@ TEST_CASE("CudaBackend norm_rope_quantize equals the CPU backend byte for byte",
       const std::vector<float> input_before = input;
       const size_t bytes = static_cast<size_t>(n) * be::record_bytes(wc.format, wc.dim, wc.record_rope_dim);
       for (const bool with_rows : {false, true}) {
-        std::vector<uint8_t> want(bytes, 0xA5), got(bytes, 0x5A);
-        std::vector<float> want_rows(static_cast<size_t>(n * wc.dim)), got_rows(want_rows.size());
+        std::vector<uint8_t> want(bytes, 0xA5);
+        std::vector<float> want_rows(static_cast<size_t>(n * wc.dim));
         poison(want_rows);
-        poison(got_rows);
-        const be::Matrix want_out = with_rows ? be::Matrix{want_rows.data(), n, wc.dim} : be::Matrix{};
-        const be::Matrix got_out = with_rows ? be::Matrix{got_rows.data(), n, wc.dim} : be::Matrix{};
         const be::ConstMatrix in{input.data(), n, wc.dim};
-        cpu().norm_rope_quantize(in, weight, eps, positions, table, wc.format, wc.record_rope_dim, want,
-                                 want_out, wc.rounding);
-        gpu().norm_rope_quantize(in, weight, eps, positions, table, wc.format, wc.record_rope_dim, got,
-                                 got_out, wc.rounding);
+        const auto write = [&](const be::Backend& b, std::span<uint8_t> records, std::vector<float>& rows) {
+          const be::Matrix out = with_rows ? be::Matrix{rows.data(), n, wc.dim} : be::Matrix{};
+          b.norm_rope_quantize(in, weight, eps, positions, table, wc.format, wc.record_rope_dim, records, out,
+                               wc.rounding);
+        };
+        write(cpu(), want, want_rows);
         const std::string what = std::string(format_name(wc.format)) + " dim " + std::to_string(wc.dim) +
                                  " rows " + std::to_string(n) + (with_rows ? " +dequantized" : "");
-        require_same_bytes(want, got, what);
-        require_same_floats(want_rows, got_rows, what);
-        const bool input_kept =
-            std::memcmp(input.data(), input_before.data(), input.size() * sizeof(float)) == 0;
-        REQUIRE(input_kept);
+        for (const GpuUnderTest& g : gpus()) {
+          std::vector<uint8_t> got(bytes, 0x5A);
+          std::vector<float> got_rows(want_rows.size());
+          poison(got_rows);
+          write(*g.backend, got, got_rows);
+          require_same_bytes(want, got, what + " " + g.name);
+          require_same_floats(want_rows, got_rows, what + " " + g.name);
+          const bool input_kept =
+              std::memcmp(input.data(), input_before.data(), input.size() * sizeof(float)) == 0;
+          REQUIRE(input_kept);
+        }
       }
       if (n > 3) special_rows += 1;  // the second call (with_rows) recomputes it again
     }
@@ -366,15 +401,19 @@ TEST_CASE("CudaBackend compressor_pool equals the CPU backend bit for bit", "[gp
             g[static_cast<size_t>((2 * pc.ratio + t) * pc.dim + 1)] = -kInf;
           special_groups += 2;
         }
-        std::vector<float> want(static_cast<size_t>(groups * pc.dim)), got(want.size());
+        std::vector<float> want(static_cast<size_t>(groups * pc.dim));
         poison(want);
-        poison(got);
         const be::ConstMatrix vm{vv.data(), rows, pc.dim}, gm{g.data(), rows, pc.dim};
         cpu().compressor_pool(vm, gm, pc.ratio, be::Matrix{want.data(), groups, pc.dim}, rounding);
-        gpu().compressor_pool(vm, gm, pc.ratio, be::Matrix{got.data(), groups, pc.dim}, rounding);
         INFO("ratio " << pc.ratio << " dim " << pc.dim << " groups " << groups
                       << (rounding == Rounding::kFaithful ? " bf16" : " fp32"));
-        require_same_floats(want, got, "compressor_pool");
+        for (const GpuUnderTest& under_test : gpus()) {
+          std::vector<float> got(want.size());
+          poison(got);
+          under_test.backend->compressor_pool(vm, gm, pc.ratio, be::Matrix{got.data(), groups, pc.dim},
+                                              rounding);
+          require_same_floats(want, got, std::string("compressor_pool ") + under_test.name);
+        }
         groups_checked += groups;
       }
     }
@@ -388,90 +427,164 @@ TEST_CASE("CudaBackend compressor_pool equals the CPU backend bit for bit", "[gp
   CHECK(recomputed >= special_groups);
 }
 
+// BF16-valued weights uniform in ±0.05 from raw generator bits (the V4.1 wo_a has 33.5M of them: cheap).
+std::vector<float> random_weights(Rng& rng, int64_t count) {
+  std::vector<float> w(static_cast<size_t>(count));
+  for (float& x : w) {
+    const auto bits = static_cast<int64_t>(rng.engine() & 0xFFFFu) - 32768;
+    x = bf16(static_cast<float>(static_cast<double>(bits) * (0.05 / 32768.0)));
+  }
+  return w;
+}
+
+struct ProjectionCase {
+  int64_t heads;
+  int64_t head_dim;
+  int64_t rope_dim;
+  int64_t groups;
+  int64_t rank;
+};
+
+TEST_CASE("CudaBackend output_projection equals the CPU backend bit for bit", "[gpu][backend_ops]") {
+  Rng rng = seeded_rng("output_projection");
+  const flashkv::RopeScaling yarn;
+  for (const ProjectionCase& pc : {ProjectionCase{64, 512, 64, 8, 1024},  // V4.1: wo_a [8192, 4096]
+                                   ProjectionCase{4, 96, 32, 2, 32}}) {   // tiny-v41
+    const int64_t cols = pc.heads * pc.head_dim;
+    const int64_t a_cols = pc.groups * pc.rank;
+    const std::vector<float> wo_a = random_weights(rng, a_cols * (cols / pc.groups));
+    const be::ConstMatrix wo{wo_a.data(), a_cols, cols / pc.groups};
+    // small and large positions (YaRN's long range, beyond the original 65536)
+    const std::vector<int64_t> positions{0, 4095, 65537, int64_t{1} << 20, rng.integer(0, int64_t{1} << 22)};
+    const auto n = static_cast<int64_t>(positions.size());
+    for (const Rounding rounding : {Rounding::kFaithful, Rounding::kClean}) {
+      const be::RopeTable table = be::make_rope_table(pc.rope_dim, 10000.0, &yarn, rounding);
+      // attention outputs: BF16-valued in faithful mode, as the engine's; full fp32 in clean mode
+      const std::vector<float> o = random_rows(rng, n, cols, rounding == Rounding::kFaithful);
+      const be::ConstMatrix om{o.data(), n, cols};
+      std::vector<float> want(static_cast<size_t>(n * a_cols));
+      poison(want);
+      cpu().output_projection(om, pc.heads, positions, table, wo, pc.groups,
+                              be::Matrix{want.data(), n, a_cols}, rounding);
+      INFO("heads " << pc.heads << " head_dim " << pc.head_dim << " groups " << pc.groups
+                    << (rounding == Rounding::kFaithful ? " bf16" : " fp32"));
+      for (const GpuUnderTest& g : gpus()) {
+        std::vector<float> got(want.size());
+        poison(got);
+        g.backend->output_projection(om, pc.heads, positions, table, wo, pc.groups,
+                                     be::Matrix{got.data(), n, a_cols}, rounding);
+        require_same_floats(want, got, std::string("output_projection ") + g.name);
+      }
+    }
+  }
+  std::printf("backend ops output_projection: V4.1 and tiny shapes bit-identical, 5 positions up to 2^22\n");
+}
+
 }  // namespace
 
 namespace {
 
-// Median wall time of `call` over 5 runs after a warm-up, in microseconds.
+// Median wall time of `call` in microseconds: two warm-up calls, then 5 to 31 timed ones (as many as fit
+// in ~50 ms: the one-row calls are ~10 us and need the larger sample).
 template <typename Call>
 double median_us(Call call) {
   call();
+  call();
   std::vector<double> times;
-  for (int i = 0; i < 5; ++i) {
+  double total = 0.0;
+  while (times.size() < 5 || (times.size() < 31 && total < 5e4)) {
     const auto t0 = std::chrono::steady_clock::now();
     call();
     times.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    total += times.back();
   }
   std::sort(times.begin(), times.end());
-  return times[2];
+  return times[times.size() / 2];
 }
 
-// One op at one shape on both backends: prints the two times. `run(backend)` does the call.
+// One op at one shape on the CPU backend, the CUDA backend with its default thresholds and the CUDA
+// backend with every call on the device: prints the three times. `run(backend)` does the call.
 template <typename Run>
-void time_op(const char* what, Run run) {
+void time_op(const std::string& what, int64_t n, Run run) {
   const double cpu_us = median_us([&] { run(cpu()); });
-  const double gpu_us = median_us([&] { run(static_cast<const be::Backend&>(gpu())); });
-  std::printf("backend ops timing: %-44s cpu %9.1f us  cuda %9.1f us  (cpu/cuda %.2fx)\n", what, cpu_us,
-              gpu_us, cpu_us / gpu_us);
+  const double default_us = median_us([&] { run(static_cast<const be::Backend&>(gpu_default())); });
+  const double device_us = median_us([&] { run(static_cast<const be::Backend&>(gpu())); });
+  const std::string label = what + " n=" + std::to_string(n);
+  std::printf("backend ops timing: %-46s cpu %9.1f us  cuda %9.1f us  device %9.1f us  (cpu/device %.2fx)\n",
+              label.c_str(), cpu_us, default_us, device_us, cpu_us / device_us);
 }
 
 }  // namespace
 
-// Not a benchmark: one line per op at V4.1's decode and prefill shapes, so the GPU rounds show what moving
-// the op costs or saves while the Backend still passes host views (each CUDA call copies in and out).
+// Not a benchmark: per-call wall time of each KV write op at V4.1's decode (one row) and prefill shapes and
+// the row counts between, so the GPU rounds show the crossover of the CPU backend and the device (the
+// "device" column: every call on the GPU), and what the default thresholds pick (the "cuda" column), while
+// the Backend still passes host views (each device call copies in and out through pinned staging).
 TEST_CASE("CudaBackend KV write path: wall time against the CPU backend at V4.1 shapes",
           "[gpu][backend_ops]") {
   if (flashkv::test::small_scale()) return;
   Rng rng(flashkv::test::fresh_seed());
   const flashkv::RopeScaling yarn;
   const be::RopeTable table = be::make_rope_table(64, 10000.0, &yarn, Rounding::kFaithful);
-  for (const int64_t n : {int64_t{1}, int64_t{2048}}) {
-    const std::vector<float> x = random_rows(rng, n, 512, true);
-    std::vector<uint8_t> records(static_cast<size_t>(n) *
-                                 be::record_bytes(RecordFormat::kFp8Bf16Rope, 512, 64));
-    std::vector<float> rows(x.size());
-    const std::string rows_text = " n=" + std::to_string(n);
-    time_op(("quantize_rows fp8 512 +dequantized" + rows_text).c_str(), [&](const be::Backend& b) {
-      b.quantize_rows(be::ConstMatrix{x.data(), n, 512}, RecordFormat::kFp8, records,
-                      be::Matrix{rows.data(), n, 512});
+  const int64_t max_rows = 2048;
+  const std::vector<float> x = random_rows(rng, max_rows, 512, true);
+  std::vector<uint8_t> records(static_cast<size_t>(max_rows) *
+                               be::record_bytes(RecordFormat::kFp8Bf16Rope, 512, 64));
+  std::vector<float> rows(x.size());
+  std::vector<int64_t> positions(static_cast<size_t>(max_rows));
+  for (int64_t i = 0; i < max_rows; ++i) positions[static_cast<size_t>(i)] = 1000 + i;
+  std::vector<float> weight(512);
+  for (float& w : weight) w = bf16(static_cast<float>(1.0 + 0.3 * rng.normal()));
+  for (const int64_t n : {1, 2, 4, 8, 16, 64, 2048}) {
+    const be::ConstMatrix in{x.data(), n, 512};
+    time_op("quantize_rows fp8 512 +dequantized", n, [&](const be::Backend& b) {
+      b.quantize_rows(in, RecordFormat::kFp8, records, be::Matrix{rows.data(), n, 512});
     });
-    time_op(("quantize_rows nvfp4 512" + rows_text).c_str(), [&](const be::Backend& b) {
-      b.quantize_rows(be::ConstMatrix{x.data(), n, 512}, RecordFormat::kNvfp4, records, be::Matrix{});
+    time_op("quantize_rows nvfp4 512", n,
+            [&](const be::Backend& b) { b.quantize_rows(in, RecordFormat::kNvfp4, records, be::Matrix{}); });
+    time_op("quantize_rope_rows 512/64 +dequantized", n, [&](const be::Backend& b) {
+      b.quantize_rope_rows(in, 64, records, be::Matrix{rows.data(), n, 512});
     });
-    time_op(("quantize_rope_rows 512/64 +dequantized" + rows_text).c_str(), [&](const be::Backend& b) {
-      b.quantize_rope_rows(be::ConstMatrix{x.data(), n, 512}, 64, records, be::Matrix{rows.data(), n, 512});
-    });
-    std::vector<int64_t> positions(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) positions[static_cast<size_t>(i)] = 1000 + i;
-    time_op(("rope 1x512 (window rows)" + rows_text).c_str(), [&](const be::Backend& b) {
-      rows = x;
-      b.rope(be::Matrix{rows.data(), n, 512}, 1, positions, table, false, Rounding::kFaithful);
+    time_op("norm_rope_quantize fp8 512 (window rows)", n, [&](const be::Backend& b) {
+      b.norm_rope_quantize(in, weight, 1e-6, std::span(positions).first(static_cast<size_t>(n)), table,
+                           RecordFormat::kFp8, 0, records, be::Matrix{}, Rounding::kFaithful);
     });
   }
-  for (const int64_t n : {int64_t{1}, int64_t{128}}) {
-    const std::vector<float> q = random_rows(rng, n, 64 * 512, true);
-    std::vector<float> work(q.size());
-    std::vector<int64_t> positions(static_cast<size_t>(n), 5000);
-    const std::string rows_text = " n=" + std::to_string(n);
-    time_op(("rope 64x512 (queries)" + rows_text).c_str(), [&](const be::Backend& b) {
-      work = q;
-      b.rope(be::Matrix{work.data(), n, 64 * 512}, 64, positions, table, false, Rounding::kFaithful);
+  for (const int64_t n : {1, 16, 64, 256, 2048}) {
+    time_op("rope 1x512 (window rows)", n, [&](const be::Backend& b) {
+      std::copy_n(x.begin(), n * 512, rows.begin());
+      b.rope(be::Matrix{rows.data(), n, 512}, 1, std::span(positions).first(static_cast<size_t>(n)), table,
+             false, Rounding::kFaithful);
     });
-    time_op(("fake_quantize mxfp4 64x128 (index queries)" + rows_text).c_str(), [&](const be::Backend& b) {
-      work.assign(q.begin(), q.begin() + n * 64 * 128);
+  }
+  const int64_t max_queries = 128;
+  const std::vector<float> q = random_rows(rng, max_queries, 64 * 512, true);
+  std::vector<float> work(q.size());
+  for (const int64_t n : {1, 4, 16, 128}) {
+    const std::vector<int64_t> query_positions(static_cast<size_t>(n), 5000);
+    time_op("rope 64x512 (queries)", n, [&](const be::Backend& b) {
+      std::copy_n(q.begin(), n * 64 * 512, work.begin());
+      b.rope(be::Matrix{work.data(), n, 64 * 512}, 64, query_positions, table, false, Rounding::kFaithful);
+    });
+    time_op("fake_quantize mxfp4 64x128 (index queries)", n, [&](const be::Backend& b) {
+      std::copy_n(q.begin(), n * 64 * 128, work.begin());
       b.fake_quantize(be::Matrix{work.data(), n, 64 * 128}, RecordFormat::kMxfp4);
     });
   }
-  for (const int64_t ratio : {int64_t{8}, int64_t{128}}) {
-    const int64_t groups = ratio == 8 ? 512 : 32;
-    const std::vector<float> v = random_rows(rng, groups * ratio, 512, false);
-    const std::vector<float> g = random_rows(rng, groups * ratio, 512, false);
-    std::vector<float> pooled(static_cast<size_t>(groups * 512));
-    time_op(("compressor_pool ratio " + std::to_string(ratio) + " groups " + std::to_string(groups)).c_str(),
+  struct PoolShape {
+    int64_t ratio;
+    int64_t groups;
+  };
+  for (const PoolShape& ps :
+       {PoolShape{4, 1}, PoolShape{8, 1}, PoolShape{128, 1}, PoolShape{8, 512}, PoolShape{128, 32}}) {
+    const std::vector<float> v = random_rows(rng, ps.groups * ps.ratio, 512, false);
+    const std::vector<float> g = random_rows(rng, ps.groups * ps.ratio, 512, false);
+    std::vector<float> pooled(static_cast<size_t>(ps.groups * 512));
+    time_op("compressor_pool 512 ratio " + std::to_string(ps.ratio) + " (groups)", ps.groups,
             [&](const be::Backend& b) {
-              b.compressor_pool(be::ConstMatrix{v.data(), groups * ratio, 512},
-                                be::ConstMatrix{g.data(), groups * ratio, 512}, ratio,
-                                be::Matrix{pooled.data(), groups, 512}, Rounding::kFaithful);
+              b.compressor_pool(be::ConstMatrix{v.data(), ps.groups * ps.ratio, 512},
+                                be::ConstMatrix{g.data(), ps.groups * ps.ratio, 512}, ps.ratio,
+                                be::Matrix{pooled.data(), ps.groups, 512}, Rounding::kFaithful);
             });
   }
 }

@@ -6,17 +6,20 @@
 //
 // Tolerance: the indexer scores, candidate pools, pool restriction and top-k lists of the CUDA backend are
 // bit-identical to the CPU backend's (tests/gpu/test_indexer.cpp, test_topk.cpp), and so are the KV write
-// path's operations it runs on the GPU — records of every format, fake quantization, RoPE, compressor
-// pooling (tests/gpu/test_cuda_backend_ops.cpp; RoPE rows and pooled groups the GPU cannot certify are
-// recomputed on the CPU, and the test prints how many) — while every other operation is delegated to the CPU
-// backend. So the only source of difference is sparse attention where the GPU kernel applies (64 heads x
-// 512, NVFP4 entries; otherwise it too falls back to the CPU). There the kernel rounds P to BF16 like the CPU
-// faithful path and differs only in fp32 accumulation order, ~1e-6 relative per attention output; a P value
-// sitting on a BF16 rounding boundary can flip by one BF16 ulp (2^-8 relative of that weight). Through the
-// layers this stays far below kLogitTolerance (relative to the largest |logit| of the row), which is tight
-// enough that a wrong selection, a wrong pool, a wrong record or a broken kernel (errors of the order of the
-// logits themselves) fails. Where attention falls back too (the tiny configs: 4 heads), every operation is
-// bit-identical and so must be the logits: the test then requires a max difference of exactly 0.
+// path's operations it runs on the GPU — records of every format, fake quantization, RoPE (also the output
+// projection's inverse RoPE), compressor pooling (tests/gpu/test_cuda_backend_ops.cpp; RoPE rows and pooled
+// groups the GPU cannot certify are recomputed on the CPU, and the test prints how many) — while every other
+// operation is delegated to the CPU backend. Two CUDA engines run beside the CPU one: one with every call the
+// kernels take on the device (kAlwaysDevice: the tiny configs' one-row decode calls too), one with the
+// default size thresholds (what an application gets: small calls on the CPU). So the only source of
+// difference is sparse attention where the GPU kernel applies (64 heads x 512, NVFP4 entries; otherwise it
+// too falls back to the CPU). There the kernel rounds P to BF16 like the CPU faithful path and differs only
+// in fp32 accumulation order, ~1e-6 relative per attention output; a P value sitting on a BF16 rounding
+// boundary can flip by one BF16 ulp (2^-8 relative of that weight). Through the layers this stays far below
+// kLogitTolerance (relative to the largest |logit| of the row), which is tight enough that a wrong selection,
+// a wrong pool, a wrong record or a broken kernel (errors of the order of the logits themselves) fails. Where
+// attention falls back too (the tiny configs: 4 heads), every operation is bit-identical and so must be the
+// logits: the test then requires a max difference of exactly 0.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -95,6 +98,27 @@ RowDiff compare_row(const ForwardResult& cpu, const ForwardResult& gpu) {
   return diff;
 }
 
+// An engine on a CudaBackend with the given thresholds, its sequence and its latest result.
+struct CudaEngine {
+  const flashkv::cuda::CudaBackend* backend = nullptr;  // owned by the engine
+  std::unique_ptr<Engine> engine;
+  std::unique_ptr<flashkv::runtime::SequenceState> state;
+  ForwardResult out;
+  const char* what = "";
+  double max_diff = 0.0;
+};
+
+CudaEngine load_cuda_engine(const fs::path& dir, const flashkv::runtime::EngineOptions& options,
+                            flashkv::cuda::DeviceThresholds thresholds, const char* what) {
+  auto backend = std::make_unique<flashkv::cuda::CudaBackend>(0, thresholds);
+  CudaEngine out;
+  out.backend = backend.get();
+  out.engine = flashkv::runtime::load_engine_with_backend(dir, options, std::move(backend));
+  out.state = out.engine->new_state();
+  out.what = what;
+  return out;
+}
+
 void check_engine_on_cuda(const std::string& config) {
   const uint64_t seed = flashkv::test::fresh_seed();
   const uint64_t checkpoint_seed = seed % 1000000007;
@@ -105,10 +129,10 @@ void check_engine_on_cuda(const std::string& config) {
   flashkv::runtime::EngineOptions options;
   options.numerics = flashkv::runtime::Numerics::kFaithful;
   const std::unique_ptr<Engine> cpu = flashkv::runtime::load_cpu_engine(dir.path, options);
-  auto backend = std::make_unique<flashkv::cuda::CudaBackend>(0);
-  const flashkv::cuda::CudaBackend& cuda = *backend;  // owned by the engine, which outlives its use here
-  const std::unique_ptr<Engine> gpu =
-      flashkv::runtime::load_engine_with_backend(dir.path, options, std::move(backend));
+  std::vector<CudaEngine> gpus;
+  gpus.push_back(load_cuda_engine(dir.path, options, flashkv::cuda::kAlwaysDevice, "always device"));
+  gpus.push_back(
+      load_cuda_engine(dir.path, options, flashkv::cuda::kDefaultThresholds, "default thresholds"));
 
   // the GPU's sparse attention kernel takes V4.1's shape only; elsewhere every operation is bit-identical
   const bool attention_on_gpu = cpu->config().num_attention_heads == flashkv::cuda::kSparseAttentionHeads &&
@@ -122,28 +146,32 @@ void check_engine_on_cuda(const std::string& config) {
   for (int32_t& id : prompt) id = token(rng);
 
   const std::unique_ptr<flashkv::runtime::SequenceState> cpu_state = cpu->new_state();
-  const std::unique_ptr<flashkv::runtime::SequenceState> gpu_state = gpu->new_state();
   ForwardResult cpu_out = cpu->forward(*cpu_state, prompt, LogitsRows::kLast);
-  ForwardResult gpu_out = gpu->forward(*gpu_state, prompt, LogitsRows::kLast);
-  double max_diff = 0.0;
+  for (CudaEngine& g : gpus) g.out = g.engine->forward(*g.state, prompt, LogitsRows::kLast);
   for (int step = 0;; ++step) {
-    const RowDiff diff = compare_row(cpu_out, gpu_out);
-    max_diff = std::max(max_diff, diff.max_diff);
-    INFO("seed " << seed << " step " << step << ": max |logit diff| " << diff.max_diff << ", limit "
-                 << diff.limit);
-    REQUIRE(diff.max_diff <= diff.limit);
-    if (!attention_on_gpu) REQUIRE(diff.max_diff == 0.0);
     const int32_t next = greedy(cpu_out);
-    REQUIRE(greedy(gpu_out) == next);
+    for (CudaEngine& g : gpus) {
+      const RowDiff diff = compare_row(cpu_out, g.out);
+      g.max_diff = std::max(g.max_diff, diff.max_diff);
+      INFO("seed " << seed << " " << g.what << " step " << step << ": max |logit diff| " << diff.max_diff
+                   << ", limit " << diff.limit);
+      REQUIRE(diff.max_diff <= diff.limit);
+      if (!attention_on_gpu) REQUIRE(diff.max_diff == 0.0);
+      REQUIRE(greedy(g.out) == next);
+    }
     if (step == decode_steps) break;
     const std::vector<int32_t> one{next};
     cpu_out = cpu->forward(*cpu_state, one, LogitsRows::kLast);
-    gpu_out = gpu->forward(*gpu_state, one, LogitsRows::kLast);
+    for (CudaEngine& g : gpus) g.out = g.engine->forward(*g.state, one, LogitsRows::kLast);
   }
-  std::printf(
-      "engine on cuda (%s): prompt %d + %d greedy steps identical, max |logit diff| %.3g, %lld RoPE rows / "
-      "pooled groups recomputed on the CPU\n",
-      config.c_str(), prompt_length, decode_steps, max_diff, static_cast<long long>(cuda.recomputed_rows()));
+  for (const CudaEngine& g : gpus) {
+    std::printf(
+        "engine on cuda (%s, %s): prompt %d + %d greedy steps identical, max |logit diff| %.3g, %lld RoPE "
+        "rows "
+        "/ pooled groups recomputed on the CPU\n",
+        config.c_str(), g.what, prompt_length, decode_steps, g.max_diff,
+        static_cast<long long>(g.backend->recomputed_rows()));
+  }
 }
 
 }  // namespace
