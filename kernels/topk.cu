@@ -247,8 +247,14 @@ __device__ void select_row_radix(const T* data, int64_t len, int64_t k, int32_t*
   __syncthreads();
   const auto emit = [&](uint32_t slot, int64_t i) { row_out[slot] = static_cast<int32_t>(i); };
   uint32_t greater_seen = 0, equal_seen = 0;
-  for (int64_t base = 0; base < len; base += kRowTile)
+  const bool threshold_valid = valid_key(prefix);
+  for (int64_t base = 0; base < len; base += kRowTile) {
     compact_tile<kRowThreads, kRowItems>(key_at, base, len, prefix, need, emit, greater_seen, equal_seen);
+    // Once k entries are out nothing later is selected: rows of few distinct values (the fallback's usual
+    // case) stop after their first tiles instead of walking the whole row.
+    const uint32_t emitted = greater_seen + (threshold_valid ? min(equal_seen, need) : 0u);
+    if (static_cast<int64_t>(emitted) >= k) break;  // the same in every thread
+  }
 }
 
 // One CTA per row (blockIdx.x), keys cached in dynamic shared memory when `cached`.
