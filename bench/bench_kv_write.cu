@@ -127,8 +127,8 @@ void bench_window(int64_t n, const Common& common, double copy_gbs, cudaStream_t
 void bench_entries(int ratio, int64_t n, const Common& common, double copy_gbs, cudaStream_t stream,
                    const std::string& name = "") {
   const std::string label = !name.empty() ? name
-                            : ratio == 2 ? "entries_ratio2_nvfp4"
-                                         : "entries_ratio1_nvfp4";
+                            : ratio == 2  ? "entries_ratio2_nvfp4"
+                                          : "entries_ratio1_nvfp4";
   if (!flashkv::bench::selected(label + "_n" + std::to_string(n))) return;
   const size_t record = fc::entry_record_bytes(fc::KvNumerics::kFaithful, kDim);
   const size_t in_per_token = ratio == 2 ? 2 * kDim * sizeof(float) : kDim * 2;
@@ -207,11 +207,8 @@ int main() try {
   const int64_t sizes[] = {1, 16, 256, 4096, 16384, 65536, 262144};
   for (const int64_t n : sizes) bench_window(n, common, copy_gbs, stream);
   // Where the window kernel's time goes: the same launch with stages left out (records not valid).
-  const std::pair<unsigned, const char*> ablations[] = {{1, "window[-rope]"},
-                                                        {2, "window[-exact_sum_test]"},
-                                                        {4, "window[-norm_fallback]"},
-                                                        {7, "window[-rope-exact-fallback]"},
-                                                        {8, "window[load+fp8+store only]"}};
+  const std::pair<unsigned, const char*> ablations[] = {
+      {1, "window[-rope]"}, {4, "window[-norm_fallback]"}, {8, "window[load+fp8+store only]"}};
   for (const auto& [stages, name] : ablations) {
     fc::set_window_ablation_for_bench(stages);
     bench_window(262144, common, copy_gbs, stream, name);

@@ -36,6 +36,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "cuda_check.cuh"
 #include "kv_element_codecs.cuh"
@@ -58,7 +59,9 @@ constexpr unsigned kFullMask = 0xffffffffu;
 // A fast RMSNorm value this many fp32 ulps or fewer from a BF16 rounding midpoint takes the double path.
 constexpr uint32_t kMidpointMargin = 8;
 // Stage ablations of the window kernel (set_window_ablation_for_bench): kv_write.cuh.
-constexpr unsigned kAblateRope = 1, kAblateExactSum = 2, kAblateNormFallback = 4, kAblateNormAndRope = 8;
+// Compile-time for the window kernel (dim 512, faithful only): checking a run-time value in every row cost
+// registers and moves.
+constexpr unsigned kAblateRope = 1, kAblateNormFallback = 4, kAblateNormAndRope = 8;
 constexpr unsigned kAblateUncappedRegisters = 16;  // all three kernels, records still valid
 unsigned g_window_ablation = 0;
 
@@ -152,16 +155,6 @@ __device__ void store_f32_chunk(float* dst, const float (&y)[kChannels]) {
     reinterpret_cast<float4*>(dst)[i] = make_float4(y[4 * i], y[4 * i + 1], y[4 * i + 2], y[4 * i + 3]);
 }
 
-// 16 BF16-valued floats as BF16 bits at `dst` (16-byte aligned): their top halves.
-__device__ void store_bf16_chunk(uint16_t* dst, const float (&y)[kChannels]) {
-  uint32_t w[8];
-#pragma unroll
-  for (int i = 0; i < 8; ++i)
-    w[i] = (__float_as_uint(y[2 * i]) >> 16) | (__float_as_uint(y[2 * i + 1]) & 0xffff0000u);
-  reinterpret_cast<uint4*>(dst)[0] = make_uint4(w[0], w[1], w[2], w[3]);
-  reinterpret_cast<uint4*>(dst)[1] = make_uint4(w[4], w[5], w[6], w[7]);
-}
-
 // `kWords` little-endian words at `dst`, with the widest accesses its alignment allows (68-B keys are 4-byte
 // aligned, 66-B and 17-B records of small test shapes only 2- or 1-byte aligned).
 template <int kWords>
@@ -194,6 +187,23 @@ __device__ void store_words(uint8_t* dst, const uint32_t (&w)[kWords]) {
   }
 #pragma unroll
   for (int i = 0; i < 4 * kWords; ++i) dst[i] = static_cast<uint8_t>(w[i / 4] >> (8 * (i % 4)));
+}
+
+// A lane's 16 channels as 8 (re, im) pairs: fp32 (clean), or BF16 bits with channel 2k in the low half of
+// word k (faithful: RMSNorm's output stays packed through RoPE, unpacked once for the record).
+template <bool kFaithful>
+using ChannelPair = std::conditional_t<kFaithful, uint32_t, float2>;
+
+__device__ void unpack_pairs(const uint32_t (&pairs)[kChannels / 2], float (&x)[kChannels]) {
+#pragma unroll
+  for (int k = 0; k < kChannels / 2; ++k) {
+    x[2 * k] = __uint_as_float(pairs[k] << 16);
+    x[2 * k + 1] = __uint_as_float(pairs[k] & 0xffff0000u);
+  }
+}
+__device__ void unpack_pairs(const float2 (&pairs)[kChannels / 2], float (&x)[kChannels]) {
+#pragma unroll
+  for (int k = 0; k < kChannels / 2; ++k) x[2 * k] = pairs[k].x, x[2 * k + 1] = pairs[k].y;
 }
 
 // ---- row reductions (within the row's kLanes lanes) -------------------------------------------------------
@@ -256,8 +266,7 @@ __device__ double any_order_sum_of_squares(const float (&x)[kChannels]) {
 // makes the sum fail that test. Called by all 32 lanes; the rows of a warp take the ordered path together.
 template <int kLanes>
 __device__ double exact_sum_of_squares(const float (&x)[kChannels], double any_order, int first_lane,
-                                       int significand_bits, unsigned ablate) {
-  if (ablate & kAblateExactSum) return any_order;
+                                       int significand_bits) {
   // min over channels of (|bits| << 1) − 1: the smallest non-zero magnitude (zeros wrap to the maximum)
   uint32_t key = 0xffffffffu;
 #pragma unroll
@@ -296,11 +305,25 @@ __device__ __noinline__ uint32_t cpu_norm_bf16(float x, float w, double mean_squ
   return nm::bf16_from_float(cpu_norm_value(x, w, mean_square, false));
 }
 
+// 1/sqrt(m) for a normal m in [2^-120, 2^120]: rsqrt.approx (relative error ε0 within 2 ulps, i.e. |ε0| <
+// 2^-22; the argument below holds for any |ε0| <= 2^-20) and one Newton step in FMAs, e = RN(1 − m·RN(r0²))
+// and RN(r0 + (r0/2)·e): before its final rounding the step is within 1.5·ε0² + 2^-25·(1 + 2^-19) of
+// 1/sqrt(m) (relative; the 2^-25 is RN(r0²)'s rounding halved, e's own rounding adds 2^-44), so the result is
+// within 1.5·2^-24 + 2^-40, against 2^-24 for __frsqrt_rn, at 5 instructions instead of ~25 with a branch.
+// Host check (every fp32 m in [1, 4), ε0 at ±2^-21 and at random): docs/perf-notes/kv-write.md.
+__device__ float reciprocal_sqrt(float m) {
+  float r0;
+  asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(r0) : "f"(m));
+  const float e = __fmaf_rn(-m, __fmul_rn(r0, r0), 1.0f);
+  return __fmaf_rn(__fmul_rn(0.5f, r0), e, r0);
+}
+
 // Faithful fast path: bf16(fp32(w·(x/root))) is the BF16 rounding of the fp32 estimate RN(w·RN(x·r)), r =
-// RN(1/sqrt(RN(mean_square))) (relative error below 3.5·2^-24, i.e. under 4 fp32 ulps at the estimate; the
-// CPU's double value is within 2^-52 of exact) whenever the estimate is more than kMidpointMargin ulps from a
-// BF16 rounding midpoint (low half 0x8000): then the exact value, the CPU's double and its fp32 rounding all
-// lie strictly on the estimate's side (margin 8: twice the 4.5 ulps the argument needs). The estimate must
+// reciprocal_sqrt(RN(mean_square)) (relative error at most 1.5·2^-24 + 2^-40, see there; in all below
+// 4.01·2^-24, i.e. under 4.01 fp32 ulps at the estimate; the CPU's double value is within 2^-52 of exact)
+// whenever the estimate is more than kMidpointMargin ulps from a BF16 rounding midpoint (low half 0x8000):
+// then the exact value, the CPU's double and its fp32 rounding all lie strictly on the estimate's side
+// (margin 8: 1.8 times the 4.51 ulps the argument needs). The estimate must
 // also be at least 2^-60: with |w| < 2^60 the product x·r did not underflow (>= 2^-120); a NaN r (mean square
 // outside the fp32 range) fails that too. Nothing overflows: |x|·r <= sqrt(dim)·(1 + 2^-22) < 2^4.6 for any
 // channel of the row (the mean square is at least x²/dim), and the lane's weights are below 2^60
@@ -367,27 +390,30 @@ __device__ __noinline__ uint32_t double_norm_bf16(float x, float w, double inver
 // the CPU's, which the margin absorbs), so the CPU's exact sum is formed only for rows where some channel
 // declined it (about one in eight).
 template <int kLanes, bool kFaithful>
-__device__ void rms_norm_chunk(float (&x)[kChannels], const float* weight, bool weights_bounded, double eps,
-                               int dim, int lane_in_row, int first_lane, int significand_bits,
-                               unsigned ablate = 0) {
+__device__ void rms_norm_chunk(const float (&x)[kChannels], const float* weight, bool weights_bounded,
+                               double eps, int dim, int lane_in_row, int first_lane, int significand_bits,
+                               ChannelPair<kFaithful> (&packed)[kChannels / 2], unsigned ablate = 0) {
   const double any_order = any_order_sum_of_squares<kLanes>(x);
   const float4* w4 = reinterpret_cast<const float4*>(weight + lane_in_row * kChannels);
   if constexpr (!kFaithful) {
-    const double mean_square = mean_square_of(
-        exact_sum_of_squares<kLanes>(x, any_order, first_lane, significand_bits, ablate), dim, eps);
+    const double mean_square =
+        mean_square_of(exact_sum_of_squares<kLanes>(x, any_order, first_lane, significand_bits), dim, eps);
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
       const float4 w = __ldg(w4 + q);
       const float ws[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
-      for (int i = 0; i < 4; ++i) x[4 * q + i] = cpu_norm_value(x[4 * q + i], ws[i], mean_square, false);
+      for (int i = 0; i < 2; ++i) {
+        packed[2 * q + i] =
+            make_float2(cpu_norm_value(x[4 * q + 2 * i], ws[2 * i], mean_square, false),
+                        cpu_norm_value(x[4 * q + 2 * i + 1], ws[2 * i + 1], mean_square, false));
+      }
     }
   } else {
     const float mean_square_f = __double2float_rn(mean_square_of(any_order, dim, eps));
     const float inverse_root = mean_square_f >= 0x1p-120f && mean_square_f <= 0x1p120f
-                                   ? __frsqrt_rn(mean_square_f)
+                                   ? reciprocal_sqrt(mean_square_f)
                                    : __int_as_float(0x7fffffff);
-    uint32_t packed[kChannels / 2];  // BF16 pairs, channel 2k in the low half
     bool declined = !weights_bounded;
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
@@ -424,7 +450,7 @@ __device__ void rms_norm_chunk(float (&x)[kChannels], const float* weight, bool 
       }
       if (__any_sync(kFullMask, open != 0)) {
         const double mean_square = mean_square_of(
-            exact_sum_of_squares<kLanes>(x, any_order, first_lane, significand_bits, ablate), dim, eps);
+            exact_sum_of_squares<kLanes>(x, any_order, first_lane, significand_bits), dim, eps);
 #pragma unroll
         for (int i = 0; i < kChannels; ++i) {
           if (open & (1u << i)) {
@@ -436,20 +462,11 @@ __device__ void rms_norm_chunk(float (&x)[kChannels], const float* weight, bool 
         }
       }
     }
-#pragma unroll
-    for (int k = 0; k < kChannels / 2; ++k) {
-      x[2 * k] = __uint_as_float(packed[k] << 16);
-      x[2 * k + 1] = __uint_as_float(packed[k] & 0xffff0000u);
-    }
   }
 }
 
 // ---- RoPE (rope.cpp), forward, heads = 1
 // --------------------------------------------------------------------
-
-// Pairs of one row a table holds: rope_dim <= 64 (validated), and no more pairs than the row has.
-template <int kDim>
-constexpr int kRopePairs = kDim / 2 < 32 ? kDim / 2 : 32;
 
 // sin and cos of a double `a`, bit-identical to libdevice's sincos (the CUDA 13 fast path for |a| < 2^31,
 // read off its SASS: a·2/π rounded to the nearest integer k, a − k·π/2 in three fused steps, the same two
@@ -506,28 +523,56 @@ __device__ void sincos_libdevice(double a, double& sine, double& cosine) {
   cosine = __hiloint2double(__double2hiint(cos_r) ^ cos_sign, __double2loint(cos_r));
 }
 
-// One pair (re, im) rotated by position·f as rope.cpp does: faithful angles are fp32 products, cos/sin are
-// rounded to fp32 (the reference's fp32 tables), the rotated pair is computed in double and rounded to fp32,
-// then BF16 (one cvt for the pair: RNE as the host's, NaN payloads aside, which the quantizers zero); clean
-// angles are double.
-template <bool kFaithful>
-__device__ float2 rotate_pair(float2 pair, int64_t position, double freq, float freq_f) {
-  double c, s;
-  if (kFaithful) {
-    const float angle = __fmul_rn(__ll2float_rn(position), freq_f);
-    double sine, cosine;
-    sincos_libdevice(static_cast<double>(angle), sine, cosine);
-    c = __double2float_rn(cosine);
-    s = __double2float_rn(sine);
-  } else {
-    sincos(__dmul_rn(static_cast<double>(position), freq), &s, &c);
+// A lane's 8 pairs to and from shared memory (16-byte aligned) with 16-byte accesses.
+__device__ void store_pairs(uint32_t* dst, const uint32_t (&p)[kChannels / 2]) {
+  reinterpret_cast<uint4*>(dst)[0] = make_uint4(p[0], p[1], p[2], p[3]);
+  reinterpret_cast<uint4*>(dst)[1] = make_uint4(p[4], p[5], p[6], p[7]);
+}
+__device__ void store_pairs(float2* dst, const float2 (&p)[kChannels / 2]) {
+#pragma unroll
+  for (int q = 0; q < 4; ++q)
+    reinterpret_cast<float4*>(dst)[q] = make_float4(p[2 * q].x, p[2 * q].y, p[2 * q + 1].x, p[2 * q + 1].y);
+}
+__device__ void load_pairs(const uint32_t* src, uint32_t (&p)[kChannels / 2]) {
+  const uint4 lo = reinterpret_cast<const uint4*>(src)[0], hi = reinterpret_cast<const uint4*>(src)[1];
+  p[0] = lo.x, p[1] = lo.y, p[2] = lo.z, p[3] = lo.w, p[4] = hi.x, p[5] = hi.y, p[6] = hi.z, p[7] = hi.w;
+}
+__device__ void load_pairs(const float2* src, float2 (&p)[kChannels / 2]) {
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const float4 v = reinterpret_cast<const float4*>(src)[q];
+    p[2 * q] = make_float2(v.x, v.y);
+    p[2 * q + 1] = make_float2(v.z, v.w);
   }
-  const double re = pair.x, im = pair.y;
-  const float out_re = __double2float_rn(__dsub_rn(__dmul_rn(re, c), __dmul_rn(im, s)));
-  const float out_im = __double2float_rn(__dadd_rn(__dmul_rn(re, s), __dmul_rn(im, c)));
-  if (!kFaithful) return make_float2(out_re, out_im);
-  const uint32_t bits = bf16x2_bits(out_re, out_im);
-  return make_float2(__uint_as_float(bits << 16), __uint_as_float(bits & 0xffff0000u));
+}
+
+// cos and sin of a faithful angle (an fp32 product) as the reference's fp32 tables hold them, in double.
+__device__ void faithful_cos_sin(float angle, double& c, double& s) {
+  double sine, cosine;
+  sincos_libdevice(static_cast<double>(angle), sine, cosine);
+  c = __double2float_rn(cosine);
+  s = __double2float_rn(sine);
+}
+
+// One pair (re, im) rotated by the angle as rope.cpp does: the rotated pair is computed in double from the
+// fp32 cos/sin and rounded to fp32, then (faithful) BF16, one cvt for the pair (RNE as the host's, NaN
+// payloads aside, which the quantizers zero). Faithful angles are fp32 products position·f, clean ones
+// double.
+__device__ float2 rotate_values(float re_f, float im_f, double c, double s) {
+  const double re = re_f, im = im_f;
+  return make_float2(__double2float_rn(__dsub_rn(__dmul_rn(re, c), __dmul_rn(im, s))),
+                     __double2float_rn(__dadd_rn(__dmul_rn(re, s), __dmul_rn(im, c))));
+}
+__device__ uint32_t rotate_pair(uint32_t pair, float position_f, float freq_f) {
+  double c, s;
+  faithful_cos_sin(__fmul_rn(position_f, freq_f), c, s);
+  const float2 out = rotate_values(__uint_as_float(pair << 16), __uint_as_float(pair & 0xffff0000u), c, s);
+  return bf16x2_bits(out.x, out.y);
+}
+__device__ float2 rotate_pair(float2 pair, double position_d, double freq) {
+  double c, s;
+  sincos(__dmul_rn(position_d, freq), &s, &c);
+  return rotate_values(pair.x, pair.y, c, s);
 }
 
 // The RoPE frequencies, read once per CTA: double (clean) and fp32 (faithful angles), pair p at [p].
@@ -546,70 +591,81 @@ __device__ void load_rope_frequencies(const RopeParams& rope, RopeFrequencies& f
   __syncthreads();
 }
 
-// Rotates the row's last rope_dim channels by position·f_i. Those channels sit on a few lanes of the row, so
-// the pairs go through `table` (this row's slice of shared memory): the owning lanes put them there, every
-// lane of the row rotates pairs p ≡ lane (mod kLanes) — one cos/sin each for a 512-channel row instead of
-// eight on four lanes — and the owners take the results back. When the rotated channels start on a lane
-// boundary (rope_dim a multiple of 16: the V4 shapes), owners move whole chunks with 16-byte accesses.
+// Pairs of one row a table holds: rope_dim <= 64 (validated), and no more pairs than the row has.
+template <int kDim>
+constexpr int kRopePairs = kDim / 2 < 32 ? kDim / 2 : 32;
+
+// One slice per row of each warp (16-byte aligned chunks), and the frequencies.
+template <int kDim, bool kFaithful>
+struct RopeTables {
+  static constexpr int kRowsPerWarp = 32 / (kDim / kChannels);
+  __align__(16) ChannelPair<kFaithful> slices[kThreads / 32][kRowsPerWarp][kRopePairs<kDim>];
+  RopeFrequencies freqs;
+};
+
+// What a lane needs for RoPE, fixed for the kernel (set up before the row loop): the row's last rope_dim
+// channels sit on a few lanes of the row, so the pairs go through `table` (this row's slice of shared
+// memory): the owning lanes put them there, every lane of the row rotates pairs p ≡ lane (mod kLanes) — one
+// cos/sin each for a 512-channel row instead of eight on four lanes — and the owners take the results back.
+// When the rotated channels start on a lane boundary (rope_dim a multiple of 16: the V4 shapes), owners
+// move whole chunks with 16-byte accesses.
+template <bool kFaithful>
+struct RopeLane {
+  using Pair = ChannelPair<kFaithful>;
+  Pair* table;      // this row's slice
+  Pair* chunk;      // an owner's pair k of its chunk (channels chunk_first + 2k, +2k+1) at chunk[k]
+  int first_pair;   // an owner's first rotated pair of its chunk (0 unless the rotated channels start in it)
+  int pairs;        // rope_dim / 2
+  int lane_in_row;  //
+  bool owner;
+  bool whole_chunks;
+  const RopeFrequencies* freqs;
+  __device__ RopeLane(Pair* row_table, const RopeFrequencies& f, int rope_dim, int dim, int lane)
+      : table(row_table), pairs(rope_dim / 2), lane_in_row(lane), freqs(&f) {
+    const int first_rotated = dim - rope_dim;
+    const int chunk_first = lane * kChannels;
+    owner = chunk_first + kChannels > first_rotated;
+    whole_chunks = first_rotated % kChannels == 0;
+    chunk = row_table + (chunk_first - first_rotated) / 2;  // both ends are even
+    first_pair = (first_rotated - chunk_first) / 2;
+  }
+};
+
+// Rotates the row's last rope_dim channels (held as pairs) by position·f_i (RopeLane has the data flow).
 template <int kLanes, bool kFaithful>
-__device__ void rope_chunk(float (&x)[kChannels], int64_t position, const RopeParams& rope,
-                           const RopeFrequencies& freqs, int dim, int lane_in_row, float2* table) {
-  const int first_rotated = dim - rope.rope_dim;
-  const int chunk_first = lane_in_row * kChannels;
-  const bool owner = chunk_first + kChannels > first_rotated;
-  const bool whole_chunks = first_rotated % kChannels == 0;
-  // Pair k of this chunk (channels chunk_first + 2k, +2k+1) at chunk_pairs[k] (both ends are even); an owner
-  // holds rotated pairs from k = skip / 2 on.
-  float2* const chunk_pairs = table + (chunk_first - first_rotated) / 2;
-  const int skip = first_rotated - chunk_first;
-  if (owner) {
-    if (whole_chunks) {
-#pragma unroll
-      for (int q = 0; q < 4; ++q)
-        reinterpret_cast<float4*>(chunk_pairs)[q] =
-            make_float4(x[4 * q], x[4 * q + 1], x[4 * q + 2], x[4 * q + 3]);
+__device__ void rope_chunk(ChannelPair<kFaithful> (&pairs)[kChannels / 2], int64_t position,
+                           const RopeLane<kFaithful>& rl) {
+  if (rl.owner) {
+    if (rl.whole_chunks) {
+      store_pairs(rl.chunk, pairs);
     } else {
 #pragma unroll
       for (int k = 0; k < kChannels / 2; ++k) {
-        if (2 * k >= skip) chunk_pairs[k] = make_float2(x[2 * k], x[2 * k + 1]);
+        if (k >= rl.first_pair) rl.chunk[k] = pairs[k];
       }
     }
   }
   __syncwarp();
-  const int pairs = rope.rope_dim / 2;
-  for (int p = lane_in_row; p < pairs; p += kLanes) {
-    table[p] = rotate_pair<kFaithful>(table[p], position, freqs.f64[p], freqs.f32[p]);
+  for (int p = rl.lane_in_row; p < rl.pairs; p += kLanes) {
+    if constexpr (kFaithful) {
+      rl.table[p] = rotate_pair(rl.table[p], __ll2float_rn(position), rl.freqs->f32[p]);
+    } else {
+      rl.table[p] = rotate_pair(rl.table[p], static_cast<double>(position), rl.freqs->f64[p]);
+    }
   }
   __syncwarp();
-  if (owner) {
-    if (whole_chunks) {
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const float4 v = reinterpret_cast<const float4*>(chunk_pairs)[q];
-        x[4 * q] = v.x, x[4 * q + 1] = v.y, x[4 * q + 2] = v.z, x[4 * q + 3] = v.w;
-      }
+  if (rl.owner) {
+    if (rl.whole_chunks) {
+      load_pairs(rl.chunk, pairs);
     } else {
 #pragma unroll
       for (int k = 0; k < kChannels / 2; ++k) {
-        if (2 * k >= skip) {
-          const float2 rotated = chunk_pairs[k];
-          x[2 * k] = rotated.x;
-          x[2 * k + 1] = rotated.y;
-        }
+        if (k >= rl.first_pair) pairs[k] = rl.chunk[k];
       }
     }
   }
   __syncwarp();  // the table is rewritten for the warp's next row
 }
-
-// This row's slice of the CTA's RoPE tables (one slice per row of each warp; 16-byte aligned chunks), and
-// the frequencies.
-template <int kDim>
-struct RopeTables {
-  static constexpr int kRowsPerWarp = 32 / (kDim / kChannels);
-  __align__(16) float2 slices[kThreads / 32][kRowsPerWarp][kRopePairs<kDim>];
-  RopeFrequencies freqs;
-};
 
 // ---- compressor pooling (compressor.cpp), ratio 2
 // -------------------------------------------------------------
@@ -831,8 +887,10 @@ struct RowLanes {
     first_lane = lane - lane_in_row;
     row_in_warp = lane / kLanes;
   }
-  __device__ float2* table(RopeTables<kDim>& tables) const {
-    return tables.slices[threadIdx.x / 32][row_in_warp];
+  template <bool kFaithful>
+  __device__ RopeLane<kFaithful> rope_lane(RopeTables<kDim, kFaithful>& tables, int rope_dim) const {
+    return RopeLane<kFaithful>(tables.slices[threadIdx.x / 32][row_in_warp], tables.freqs, rope_dim, kDim,
+                               lane_in_row);
   }
 };
 
@@ -851,11 +909,16 @@ __device__ void for_each_row(int64_t n, const Body& body) {
 
 // As for_each_row, for kernels that read one input row per row: the body gets the row's channels, read
 // through the warp's ring (its next row groups are in flight meanwhile); a slot is refilled after the body.
-template <int kDim, int kUnits, typename Body>
-__device__ void for_each_input_row(int64_t n, const DeviceRows& input, InputRing<kUnits>& ring,
-                                   const Body& body) {
+// The input type is a template parameter: the ring's unit counts and addresses are then constants.
+template <int kDim, bool kBf16, int kUnits, typename Body>
+__device__ void for_each_typed_input_row(int64_t n, const void* data, InputRing<kUnits>& ring,
+                                         const Body& body) {
   constexpr int kRowsPerWarp = RowLanes<kDim>::kRowsPerWarp;
   constexpr int kLanes = RowLanes<kDim>::kLanes;
+  constexpr int kUnitsPerRow = kBf16 ? 2 : 4;    // 16-byte units per lane and row
+  constexpr int kDepth = kUnits / kUnitsPerRow;  // 1, 2 or 4
+  constexpr size_t kElementBytes = kBf16 ? 2 : 4;
+  constexpr RowType kType = kBf16 ? RowType::kBf16 : RowType::kFp32;
   const RowLanes<kDim> lanes;
   const int lane = static_cast<int>(threadIdx.x % 32);
   const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
@@ -863,18 +926,16 @@ __device__ void for_each_input_row(int64_t n, const DeviceRows& input, InputRing
   const int64_t step = warps * kRowsPerWarp;
   int64_t base = warp * kRowsPerWarp;
   if (base >= n) return;  // warp-uniform
-  const bool bf16 = input.type == RowType::kBf16;
-  const int units = bf16 ? 2 : 4;    // 16-byte units per lane and row
-  const int depth = kUnits / units;  // 1, 2 or 4
-  const size_t element_bytes = bf16 ? 2 : 4;
   uint4* const warp_ring = &ring.units[0][threadIdx.x - lane];
-  // Unit j (16 B) of a row group: owner lane j / units; in the slot, ring row j / 32, column j % 32
-  // swizzled so that both the copies (consecutive j per instruction) and the owners' reads (j = lane·units +
-  // v) hit 8 different 16-byte bank groups per quarter warp.
-  const auto unit_in_slot = [&](int slot, int j) {
-    const int column = j % 32;
-    return warp_ring + (slot * units + j / 32) * kThreads + (column ^ ((column >> 3) & 3));
-  };
+  // Unit j (16 B) of a row group: owner lane j / kUnitsPerRow; in the slot, ring row j / 32, column j % 32
+  // swizzled so that both the copies (consecutive j per instruction) and the owners' reads (j =
+  // lane·kUnitsPerRow + v) hit 8 different 16-byte bank groups per quarter warp.
+  int read_unit[kUnitsPerRow];  // this lane's units in slot 0 (slot s: + s·kUnitsPerRow·kThreads)
+#pragma unroll
+  for (int u = 0; u < kUnitsPerRow; ++u) {
+    const int j = lane * kUnitsPerRow + u, column = j % 32;
+    read_unit[u] = (j / 32) * kThreads + (column ^ ((column >> 3) & 3));
+  }
   // Copies the row group starting at `first` into `slot`, lane L taking units L, L + 32, …: each copy
   // instruction moves 512 contiguous bytes (rows past the end repeat row n − 1). Nothing when `first` is
   // past the end: the group is then empty, which keeps one group per slot for the wait counts.
@@ -882,75 +943,76 @@ __device__ void for_each_input_row(int64_t n, const DeviceRows& input, InputRing
   const auto issue = [&](int64_t first, int slot) {
     if (first < n) {
       const auto* group =
-          static_cast<const uint8_t*>(input.data) +
-          static_cast<size_t>(first) * (kDim * element_bytes);  // the group's rows back to back
-      uint4* const dst = warp_ring + slot * units * kThreads + copy_column;
+          static_cast<const uint8_t*>(data) +
+          static_cast<size_t>(first) * (kDim * kElementBytes);  // the group's rows back to back
+      uint4* const dst = warp_ring + slot * kUnitsPerRow * kThreads + copy_column;
       if (kRowsPerWarp == 1 || n - first >= kRowsPerWarp) {
 #pragma unroll
-        for (int u = 0; u < 4; ++u) {
-          if (u < units) cp_async16(dst + u * kThreads, group + 16 * (32 * u + lane));
-        }
+        for (int u = 0; u < kUnitsPerRow; ++u) cp_async16(dst + u * kThreads, group + 16 * (32 * u + lane));
       } else if constexpr (kRowsPerWarp > 1) {  // the last group: its idle rows repeat row n − 1
         const int rows_left = static_cast<int>(n - first);
 #pragma unroll
-        for (int u = 0; u < 4; ++u) {
-          if (u < units) {
-            const int j = 32 * u + lane;
-            const int row_in_group = (j >> (units / 2)) / kLanes;  // of the owner lane j / units
-            const int back = row_in_group >= rows_left ? row_in_group - rows_left + 1 : 0;
-            cp_async16(dst + u * kThreads, group + 16 * j - static_cast<size_t>(back * kDim) * element_bytes);
-          }
+        for (int u = 0; u < kUnitsPerRow; ++u) {
+          const int j = 32 * u + lane;
+          const int row_in_group = (j / kUnitsPerRow) / kLanes;  // of the owner lane j / kUnitsPerRow
+          const int back = row_in_group >= rows_left ? row_in_group - rows_left + 1 : 0;
+          cp_async16(dst + u * kThreads, group + 16 * j - static_cast<size_t>(back * kDim) * kElementBytes);
         }
       }
     }
     cp_async_commit();
   };
-  for (int slot = 0; slot < depth; ++slot) issue(base + slot * step, slot);
+  for (int slot = 0; slot < kDepth; ++slot) issue(base + slot * step, slot);
   for (int slot = 0; base < n; base += step) {
-    if (depth == 4) {
-      cp_async_wait<3>();
-    } else if (depth == 2) {
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
+    cp_async_wait<kDepth - 1>();
     __syncwarp();  // every lane's copies of this slot are visible to the warp
     RawChunk chunk;
+    const uint4* const slot_units = warp_ring + slot * kUnitsPerRow * kThreads;
 #pragma unroll
     for (int u = 0; u < 4; ++u)
-      chunk.q[u] = u < units ? *unit_in_slot(slot, lane * units + u) : make_uint4(0, 0, 0, 0);
+      chunk.q[u] = u < kUnitsPerRow ? slot_units[read_unit[u]] : make_uint4(0, 0, 0, 0);
     float x[kChannels];
-    unpack_chunk(chunk, input.type, x);
+    unpack_chunk(chunk, kType, x);
     const int64_t row = base + lanes.row_in_warp;
     body(x, row < n ? row : n - 1, row < n, lanes);  // idle groups redo the last row without storing
     __syncwarp();                                    // every lane has read the slot before it is refilled
-    issue(base + depth * step, slot);
-    slot = slot + 1 == depth ? 0 : slot + 1;
+    issue(base + kDepth * step, slot);
+    slot = slot + 1 == kDepth ? 0 : slot + 1;
   }
   cp_async_wait<0>();
 }
 
-template <int kDim, bool kFaithful, int kMinCtas>
-__global__ void __launch_bounds__(kThreads, kMinCtas)
-    window_write_kernel(WindowWriteArgs a, unsigned ablate) {
+// for_each_typed_input_row for the run-time input type (the body is compiled for both).
+template <int kDim, int kUnits, typename Body>
+__device__ void for_each_input_row(int64_t n, const DeviceRows& input, InputRing<kUnits>& ring,
+                                   const Body& body) {
+  if (input.type == RowType::kBf16) {
+    for_each_typed_input_row<kDim, true>(n, input.data, ring, body);
+  } else {
+    for_each_typed_input_row<kDim, false>(n, input.data, ring, body);
+  }
+}
+
+template <int kDim, bool kFaithful, int kMinCtas, unsigned kAblate = 0>
+__global__ void __launch_bounds__(kThreads, kMinCtas) window_write_kernel(WindowWriteArgs a) {
   constexpr int kLanes = RowLanes<kDim>::kLanes;
-  __shared__ RopeTables<kDim> tables;
+  __shared__ RopeTables<kDim, kFaithful> tables;
   __shared__ InputRing<kRingUnits<kDim>> ring;
   load_rope_frequencies(a.rope, tables.freqs);
   const bool weights_bounded =
       !kFaithful || lane_weights_bounded(a.norm_weight, RowLanes<kDim>().lane_in_row);
+  const RopeLane<kFaithful> rope_lane = RowLanes<kDim>().rope_lane(tables, a.rope.rope_dim);
   const size_t record_bytes = kFaithful ? nm::fp8_row_bytes(kDim) : kDim * sizeof(float);
   const int significand_bits = a.kv.type == RowType::kBf16 ? 8 : 24;
   for_each_input_row<kDim>(
       a.n, a.kv, ring, [&](float(&x)[kChannels], int64_t row, bool active, const RowLanes<kDim>& lanes) {
         const int64_t position = a.start + row;
-        if (!(ablate & kAblateNormAndRope)) {
+        if constexpr (!(kAblate & kAblateNormAndRope)) {
+          ChannelPair<kFaithful> pairs[kChannels / 2];
           rms_norm_chunk<kLanes, kFaithful>(x, a.norm_weight, weights_bounded, a.eps, kDim, lanes.lane_in_row,
-                                            lanes.first_lane, significand_bits, ablate);
-          if (!(ablate & kAblateRope)) {
-            rope_chunk<kLanes, kFaithful>(x, position, a.rope, tables.freqs, kDim, lanes.lane_in_row,
-                                          lanes.table(tables));
-          }
+                                            lanes.first_lane, significand_bits, pairs, kAblate);
+          if constexpr (!(kAblate & kAblateRope)) rope_chunk<kLanes, kFaithful>(pairs, position, rope_lane);
+          unpack_pairs(pairs, x);
         }
         if (a.records != nullptr) {
           store_record<RecordKind::kWindow, kFaithful>(a.records + static_cast<size_t>(row) * record_bytes,
@@ -971,28 +1033,26 @@ template <int kDim, bool kFaithful, int kMinCtas>
 __global__ void __launch_bounds__(kThreads, kMinCtas)
     compressor_write_kernel(CompressorWriteArgs a, int64_t first, int64_t count) {
   constexpr int kLanes = RowLanes<kDim>::kLanes;
-  __shared__ RopeTables<kDim> tables;
+  __shared__ RopeTables<kDim, kFaithful> tables;
   __shared__ InputRing<kRingUnits<kDim>> ring;
   load_rope_frequencies(a.rope, tables.freqs);
   const bool weights_bounded =
       !kFaithful || lane_weights_bounded(a.norm_weight, RowLanes<kDim>().lane_in_row);
+  const RopeLane<kFaithful> rope_lane = RowLanes<kDim>().rope_lane(tables, a.rope.rope_dim);
   // faithful pooled values are BF16-valued (the kernel rounds them)
   const int significand_bits = a.ratio == 1 ? (a.v.type == RowType::kBf16 ? 8 : 24) : (kFaithful ? 8 : 24);
   // Entry first + index from its (pooled) latent x: RMSNorm, the latent out, RoPE, the NVFP4 record.
   const auto finish = [&](float(&x)[kChannels], int64_t index, bool active, const RowLanes<kDim>& lanes) {
     const int64_t entry = first + index;
+    ChannelPair<kFaithful> pairs[kChannels / 2];
     rms_norm_chunk<kLanes, kFaithful>(x, a.norm_weight, weights_bounded, a.eps, kDim, lanes.lane_in_row,
-                                      lanes.first_lane, significand_bits);
-    if (a.latents != nullptr && active) {
-      const int64_t offset = index * kDim + lanes.lane_in_row * kChannels;
-      if (kFaithful) {
-        store_bf16_chunk(static_cast<uint16_t*>(a.latents) + offset, x);
-      } else {
-        store_f32_chunk(static_cast<float*>(a.latents) + offset, x);
-      }
+                                      lanes.first_lane, significand_bits, pairs);
+    if (a.latents != nullptr && active) {  // BF16 bits (faithful) or fp32, pair k at pair offset + k
+      const int64_t offset = (index * kDim + lanes.lane_in_row * kChannels) / 2;
+      store_pairs(static_cast<ChannelPair<kFaithful>*>(a.latents) + offset, pairs);
     }
-    rope_chunk<kLanes, kFaithful>(x, entry * a.ratio, a.rope, tables.freqs, kDim, lanes.lane_in_row,
-                                  lanes.table(tables));
+    rope_chunk<kLanes, kFaithful>(pairs, entry * a.ratio, rope_lane);
+    unpack_pairs(pairs, x);
     store_record<RecordKind::kEntry, kFaithful>(record_address(a.entries, entry), kDim, lanes.lane_in_row, x,
                                                 active);
   };
@@ -1016,20 +1076,22 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
 template <int kDim, bool kFaithful, int kMinCtas>
 __global__ void __launch_bounds__(kThreads, kMinCtas) index_key_write_kernel(IndexKeyWriteArgs a) {
   constexpr int kLanes = RowLanes<kDim>::kLanes;
-  __shared__ RopeTables<kDim> tables;
+  __shared__ RopeTables<kDim, kFaithful> tables;
   __shared__ InputRing<kRingUnits<kDim>> ring;
   load_rope_frequencies(a.rope, tables.freqs);
   const bool weights_bounded =
       !kFaithful || lane_weights_bounded(a.norm_weight, RowLanes<kDim>().lane_in_row);
+  const RopeLane<kFaithful> rope_lane = RowLanes<kDim>().rope_lane(tables, a.rope.rope_dim);
   const int significand_bits = a.keys.type == RowType::kBf16 ? 8 : 24;
   for_each_input_row<kDim>(
       a.count, a.keys, ring,
       [&](float(&x)[kChannels], int64_t index, bool active, const RowLanes<kDim>& lanes) {
         const int64_t entry = a.first_entry + index;
+        ChannelPair<kFaithful> pairs[kChannels / 2];
         rms_norm_chunk<kLanes, kFaithful>(x, a.norm_weight, weights_bounded, a.eps, kDim, lanes.lane_in_row,
-                                          lanes.first_lane, significand_bits);
-        rope_chunk<kLanes, kFaithful>(x, entry * a.ratio, a.rope, tables.freqs, kDim, lanes.lane_in_row,
-                                      lanes.table(tables));
+                                          lanes.first_lane, significand_bits, pairs);
+        rope_chunk<kLanes, kFaithful>(pairs, entry * a.ratio, rope_lane);
+        unpack_pairs(pairs, x);
         store_record<RecordKind::kKey, kFaithful>(record_address(a.records, entry), kDim, lanes.lane_in_row,
                                                   x, active);
       });
@@ -1103,6 +1165,18 @@ bool uncapped_registers() {
 template <int kDim, bool kFaithful>
 struct WindowKernels {
   static auto get() {
+    if constexpr (kDim == 512 && kFaithful) {  // the bench's stage ablations (V4 shape only)
+      switch (g_window_ablation & 15u) {
+        case kAblateRope:
+          return window_write_kernel<kDim, kFaithful, kWindowCtasPerSm, kAblateRope>;
+        case kAblateNormFallback:
+          return window_write_kernel<kDim, kFaithful, kWindowCtasPerSm, kAblateNormFallback>;
+        case kAblateNormAndRope:
+          return window_write_kernel<kDim, kFaithful, kWindowCtasPerSm, kAblateNormAndRope>;
+        default:
+          break;
+      }
+    }
     return uncapped_registers() ? window_write_kernel<kDim, kFaithful, 1>
                                 : window_write_kernel<kDim, kFaithful, kWindowCtasPerSm>;
   }
@@ -1151,7 +1225,7 @@ void write_window_rows(const WindowWriteArgs& args, cudaStream_t stream) {
   validate_window_write(args);
   if (args.n == 0) return;
   dispatch<WindowKernels>(args.dim, args.numerics, [&](auto kernel, int rows_per_warp) {
-    kernel<<<grid_for(kernel, args.n, rows_per_warp), kThreads, 0, stream>>>(args, g_window_ablation & 15u);
+    kernel<<<grid_for(kernel, args.n, rows_per_warp), kThreads, 0, stream>>>(args);
     FKV_CUDA_CHECK_LAUNCH();
   });
 }
