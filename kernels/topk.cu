@@ -82,6 +82,22 @@ __device__ uint32_t block_max(uint32_t value) {
   return __reduce_max_sync(~0u, lane < kThreads / 32 ? per_warp[lane] : 0u);
 }
 
+// Exclusive prefix sum of `value` over the CTA in thread order (warp scans, then the sums of the warps
+// before: one barrier). At most once per kernel.
+template <int kThreads>
+__device__ uint32_t block_exclusive_sum(uint32_t value) {
+  __shared__ uint32_t warp_sums[kThreads / 32];
+  const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+  uint32_t inclusive = value;
+  for (unsigned offset = 1; offset < 32; offset <<= 1) {
+    const uint32_t other = __shfl_up_sync(~0u, inclusive, offset);
+    if (lane >= offset) inclusive += other;
+  }
+  if (lane == 31) warp_sums[warp] = inclusive;
+  __syncthreads();
+  return __reduce_add_sync(~0u, lane < warp ? warp_sums[lane] : 0u) + inclusive - value;
+}
+
 // Given the candidates' histogram (bins in shared memory, `need` > 0 of them wanted), picks the digit
 // whose bin holds the need-th largest candidate: the new prefix digit and what is still needed from it.
 // When fewer than `need` candidates exist (k > valid count) bin 0 is chosen with `need` reduced by
@@ -519,11 +535,11 @@ __device__ inline void place_flagged(const uint32_t (&words)[kWords<T>], uint32_
 // The top k of `count` candidates (keys and row indices in shared memory, in index order, all valid, all
 // in [base, top]) into out[0, k): radix passes on key − base from the highest set bit of top − base (the
 // candidates sit near the top of the row, so these distances spread over the bins), then the index-order
-// compaction; −1 pads. Keys are multiples of 2^kLowBits (BF16: 16), which the distances drop.
+// compaction; −1 pads. Keys are multiples of 2^kLowBits (BF16: 16), which the distances drop. `hist`: kBins
+// shared words, zeroed by the caller before a barrier (saves the first pass one). Once per kernel.
 template <int kThreads, int kLowBits>
 __device__ void select_candidates(const uint32_t* keys, const int32_t* indices, uint32_t count, int64_t k,
-                                  uint32_t base, uint32_t top, int32_t* out) {
-  __shared__ uint32_t hist[kBins];
+                                  uint32_t base, uint32_t top, int32_t* out, uint32_t* hist) {
   // Taken: distance >> shift above prefix, or equal to it among the first `need` in index order.
   int shift = 32;
   uint64_t prefix = 0;
@@ -537,8 +553,6 @@ __device__ void select_candidates(const uint32_t* keys, const int32_t* indices, 
     while (shift > 0) {
       const int low = max(shift - 11, 0);
       const uint32_t mask = (1u << (shift - low)) - 1u;
-      for (int b = threadIdx.x; b < kBins; b += kThreads) hist[b] = 0;
-      __syncthreads();
       for (uint32_t i = threadIdx.x; i < count; i += kThreads) {
         const uint32_t e = distance(keys[i]);
         if ((static_cast<uint64_t>(e) >> shift) == prefix) atomicAdd(&hist[(e >> low) & mask], 1u);
@@ -550,14 +564,14 @@ __device__ void select_candidates(const uint32_t* keys, const int32_t* indices, 
       prefix = (prefix << (shift - low)) | digit;
       shift = low;
       need = remaining;
-      if (whole) break;  // the same in every thread
-      __syncthreads();   // hist and choose_digit's results are rewritten by the next pass
+      if (whole || shift == 0) break;  // the same in every thread
+      // choose_digit's last barrier is past every read of hist; the barrier also guards its results.
+      for (int b = threadIdx.x; b < kBins; b += kThreads) hist[b] = 0;
+      __syncthreads();
     }
   }
   TOPK_PHASE(5);
   // Compaction: thread t walks candidates [t·per, (t+1)·per); counts packed as (equal << 16) | greater.
-  using Scan = cub::BlockScan<uint32_t, kThreads>;
-  __shared__ typename Scan::TempStorage scan_storage;
   const uint32_t per = (count + kThreads - 1) / kThreads;
   const uint32_t first = min(count, threadIdx.x * per), last = min(count, first + per);
   const auto level = [&](uint32_t i) { return static_cast<uint64_t>(distance(keys[i])) >> shift; };
@@ -566,8 +580,7 @@ __device__ void select_candidates(const uint32_t* keys, const int32_t* indices, 
     const uint64_t q = level(i);
     packed += q == prefix ? 0x10000u : (q > prefix ? 1u : 0u);
   }
-  uint32_t before = 0;
-  Scan(scan_storage).ExclusiveSum(packed, before);
+  const uint32_t before = block_exclusive_sum<kThreads>(packed);
   uint32_t greater_rank = before & 0xFFFFu, equal_rank = before >> 16;
   for (uint32_t i = first; i < last; ++i) {
     const uint64_t q = level(i);
@@ -598,6 +611,7 @@ __global__ void __launch_bounds__(kShortThreads)
   extern __shared__ uint32_t candidate_keys[];
   int32_t* candidate_indices = reinterpret_cast<int32_t*>(candidate_keys + n);
   __shared__ uint32_t sample_hist[kDistanceBuckets];
+  __shared__ uint32_t select_hist[kBins];
   __shared__ uint32_t warp_counts[2][kShortWarps];
   __shared__ uint32_t shared_lower;
   TOPK_PHASE(0);
@@ -605,6 +619,7 @@ __global__ void __launch_bounds__(kShortThreads)
   const T* data = scores + row * n;
   const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
   for (int b = threadIdx.x; b < kDistanceBuckets; b += kShortThreads) sample_hist[b] = 0;
+  for (int b = threadIdx.x; b < kBins; b += kShortThreads) select_hist[b] = 0;
   const int64_t samples = min(n, static_cast<int64_t>(kShortThreads));
   uint32_t words[kWords<T>];
   load_tile<T, V, kShortThreads>(data, 0, n, words);
@@ -656,7 +671,7 @@ __global__ void __launch_bounds__(kShortThreads)
   __syncthreads();
   TOPK_PHASE(4);
   select_candidates<kShortThreads, low_bits<T>()>(candidate_keys, candidate_indices, total, k, lower, max_key,
-                                                  out + row * k);
+                                                  out + row * k, select_hist);
   TOPK_PHASE(6);
 }
 
@@ -784,6 +799,8 @@ __global__ void __launch_bounds__(kMergeThreads)
   using Scan = cub::BlockScan<uint32_t, kMergeThreads>;
   __shared__ typename Scan::TempStorage scan_storage;
   __shared__ uint32_t offsets[kMergeThreads];
+  __shared__ uint32_t select_hist[kBins];
+  for (int b = threadIdx.x; b < kBins; b += kMergeThreads) select_hist[b] = 0;
   const int64_t row = blockIdx.x;
   const uint32_t lower = ws.lower[row];  // loaded with the counts: one memory latency for both
   const uint32_t size = static_cast<int>(threadIdx.x) < chunks ? ws.counts[row * chunks + threadIdx.x] : 0u;
@@ -827,7 +844,7 @@ __global__ void __launch_bounds__(kMergeThreads)
   top = block_max<kMergeThreads>(top);  // its barrier also publishes the gathered candidates
   TOPK_PHASE(14);
   select_candidates<kMergeThreads, low_bits<T>()>(candidate_keys, candidate_indices, total, k, lower, top,
-                                                  row_out);
+                                                  row_out, select_hist);
   TOPK_PHASE(15);
 }
 
