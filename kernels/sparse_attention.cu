@@ -164,6 +164,38 @@ __device__ inline void mma_bf16(float* d, const uint32_t (&a)[4], uint32_t b0, u
 #endif
 }
 
+// The 128 fp32 accumulators of an m64n256 wgmma per thread: asm placeholders and operand list.
+#define FKV_WGMMA_N256_REGISTERS                                                                 \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                       \
+  "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "             \
+  "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "             \
+  "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "             \
+  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "             \
+  "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "             \
+  "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
+  "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+#define FKV_WGMMA_N256_ACCUMULATORS(d)                                                                      \
+  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),           \
+      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+      "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]),            \
+      "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),            \
+      "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]),            \
+      "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]),            \
+      "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]),            \
+      "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]),            \
+      "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]),            \
+      "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),            \
+      "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]),            \
+      "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]),            \
+      "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]),            \
+      "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]),            \
+      "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]),     \
+      "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]),     \
+      "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]),     \
+      "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+
+// D[64 x 256] (+)= A·B, A from registers (per warp the m16n8k16 A fragment of its 16 rows), B MN-major by
+// descriptor (transposed: tnspB = 1).
 [[maybe_unused]] __device__ inline void wgmma_m64n256k16_tb(float (&d)[128], const uint32_t (&a)[4],
                                                             uint64_t b_desc, int accumulate) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -171,36 +203,29 @@ __device__ inline void mma_bf16(float* d, const uint32_t (&a)[4], uint32_t b0, u
       "{\n"
       ".reg .pred p;\n"
       "setp.ne.b32 p, %133, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
-      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
-      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
-      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
-      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {" FKV_WGMMA_N256_REGISTERS
       "}, {%128, %129, %130, %131}, %132, p, 1, 1, 1;\n"
       "}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]),
-        "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
-        "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]),
-        "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]),
-        "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]),
-        "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]),
-        "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]),
-        "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
-        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]),
-        "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]),
-        "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]),
-        "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]),
-        "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]),
-        "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]),
-        "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]),
-        "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : FKV_WGMMA_N256_ACCUMULATORS(d)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(accumulate));
+#else
+  __trap();  // wgmma exists on sm_90a only; the kernels do not take this path elsewhere
+#endif
+}
+
+// The same with A by descriptor too (K-major, 128-byte swizzle).
+[[maybe_unused]] __device__ inline void wgmma_m64n256k16_stb(float (&d)[128], uint64_t a_desc,
+                                                             uint64_t b_desc, int accumulate) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {" FKV_WGMMA_N256_REGISTERS
+      "}, %128, %129, p, 1, 1, 0, 1;\n"
+      "}\n"
+      : FKV_WGMMA_N256_ACCUMULATORS(d)
+      : "l"(a_desc), "l"(b_desc), "r"(accumulate));
 #else
   __trap();  // wgmma exists on sm_90a only; the kernels do not take this path elsewhere
 #endif
@@ -291,7 +316,8 @@ __device__ inline int append_valid(const int32_t* list, int count, int32_t* keys
 // + topk ints of scratch) by every thread in one round trip, then compacted by one warp. Ends synchronized.
 __device__ void build_key_list(const SparseAttentionArgs& args, int64_t row, int32_t* staged, int32_t* keys,
                                int* counts) {
-  for (int i = static_cast<int>(threadIdx.x); i < args.window_cap + args.topk; i += kThreads) {
+  for (int i = static_cast<int>(threadIdx.x); i < args.window_cap + args.topk;
+       i += static_cast<int>(blockDim.x)) {
     staged[i] = i < args.window_cap ? args.window_rows[row * args.window_cap + i]
                                     : args.selection[row * args.topk + (i - args.window_cap)];
   }
@@ -312,13 +338,26 @@ __device__ void build_key_list(const SparseAttentionArgs& args, int64_t row, int
 // ------------------------------------------------------------------------
 
 // One thread's share of a tile of kKeys keys in flight: raw codes and the raw block-scale byte of each
-// 16-channel chunk (E8M0 for window rows, E4M3 for entries), decoded only when the tile is stored.
-template <int kKeys>
+// 16-channel chunk (E8M0 for window rows, E4M3 for entries), decoded only when the tile is stored. kWorkers:
+// the threads sharing the tile (the CTA, or the producer warpgroup of the warp-specialised kernel); worker w
+// is thread w mod kWorkers.
+template <int kKeys, int kWorkers = kThreads>
 struct TileRecords {
-  static constexpr int kChunks = kKeys * kChunksPerKey / kThreads;
+  static constexpr int kChunks = kKeys * kChunksPerKey / kWorkers;
   uint4 codes[kChunks];
   uint32_t scale_code[kChunks];
 };
+
+// (kThreads workers: the 256-thread kernels, where the thread index is the worker index; taking the
+// remainder there anyway cost the single-pass kernel registers and spills)
+template <int kWorkers>
+__device__ inline int worker_index() {
+  return kWorkers == kThreads ? static_cast<int>(threadIdx.x) : static_cast<int>(threadIdx.x) % kWorkers;
+}
+
+// kEnd = -1 stands for "all chunks".
+template <int kChunks, int kEnd>
+constexpr int chunk_end = kEnd < 0 ? kChunks : kEnd;
 
 struct KeySource {
   const uint8_t* window_records;
@@ -342,11 +381,12 @@ __device__ inline float e4m3_value(uint8_t code) {
 // per warp (a warp reads one key per chunk step), but with both kinds possible the compiler issues both
 // address paths predicated; one path per tile halves the load code of the common (entry-only) tiles.
 // [kBegin, kEnd): the chunks loaded (the single-pass kernel reloads each half as soon as it is decoded).
-template <int kKeys, int kFormat, int kBegin, int kEnd>
-__device__ inline void load_chunks(const Layout& s, const KeySource& src, int tile, TileRecords<kKeys>& r) {
+template <int kKeys, int kFormat, int kBegin, int kEnd, int kWorkers>
+__device__ inline void load_chunks(const Layout& s, const KeySource& src, int tile,
+                                   TileRecords<kKeys, kWorkers>& r) {
 #pragma unroll
   for (int i = kBegin; i < kEnd; ++i) {
-    const int q = static_cast<int>(threadIdx.x) + i * kThreads;
+    const int q = worker_index<kWorkers>() + i * kWorkers;
     const int t = tile * kKeys + q / kChunksPerKey;
     const auto chunk = static_cast<uint32_t>(q % kChunksPerKey);
     uint4 codes = make_uint4(0, 0, 0, 0);
@@ -370,14 +410,16 @@ __device__ inline void load_chunks(const Layout& s, const KeySource& src, int ti
   }
 }
 
-template <int kKeys, int kBegin = 0, int kEnd = TileRecords<kKeys>::kChunks>
-__device__ inline void load_tile(const Layout& s, const KeySource& src, int tile, TileRecords<kKeys>& r) {
+template <int kKeys, int kBegin = 0, int kEnd = -1, int kWorkers>
+__device__ inline void load_tile(const Layout& s, const KeySource& src, int tile,
+                                 TileRecords<kKeys, kWorkers>& r) {
+  constexpr int kLast = chunk_end<TileRecords<kKeys, kWorkers>::kChunks, kEnd>;
   if (tile * kKeys >= src.window_keys) {
-    load_chunks<kKeys, 2, kBegin, kEnd>(s, src, tile, r);
+    load_chunks<kKeys, 2, kBegin, kLast>(s, src, tile, r);
   } else if ((tile + 1) * kKeys <= src.window_keys) {
-    load_chunks<kKeys, 1, kBegin, kEnd>(s, src, tile, r);
+    load_chunks<kKeys, 1, kBegin, kLast>(s, src, tile, r);
   } else {
-    load_chunks<kKeys, 0, kBegin, kEnd>(s, src, tile, r);
+    load_chunks<kKeys, 0, kBegin, kLast>(s, src, tile, r);
   }
 }
 
@@ -494,12 +536,12 @@ __device__ inline void decode_chunk(int chunk, uint4 codes, uint32_t scale_code,
 
 // Decodes this thread's chunks [kBegin, kEnd) of the tile and hands each to `sink(i, lo, hi)` (store it, or
 // keep it). kFormat: 0 keys of both kinds, 1 window rows (FP8) only, 2 entries (or padding) only.
-template <int kKeys, bool kFastDecode, int kBegin, int kEnd, int kFormat, typename Sink>
-__device__ inline void decode_chunks(const KeySource& src, int tile, const TileRecords<kKeys>& r,
+template <int kKeys, bool kFastDecode, int kBegin, int kEnd, int kFormat, int kWorkers, typename Sink>
+__device__ inline void decode_chunks(const KeySource& src, int tile, const TileRecords<kKeys, kWorkers>& r,
                                      Sink&& sink) {
 #pragma unroll
   for (int i = kBegin; i < kEnd; ++i) {
-    const int q = static_cast<int>(threadIdx.x) + i * kThreads;
+    const int q = worker_index<kWorkers>() + i * kWorkers;
     const bool fp8 = kFormat == 1 || (kFormat == 0 && tile * kKeys + q / kChunksPerKey < src.window_keys);
     uint4 lo, hi;
     decode_chunk<kFastDecode>(q % kChunksPerKey, r.codes[i], r.scale_code[i], fp8, lo, hi);
@@ -509,38 +551,44 @@ __device__ inline void decode_chunks(const KeySource& src, int tile, const TileR
 
 // The tile's format is uniform except at the window/entry boundary: one decoder per tile keeps the loop's
 // executed code small.
-template <int kKeys, bool kFastDecode, int kBegin = 0, int kEnd = TileRecords<kKeys>::kChunks, typename Sink>
-__device__ inline void decode_tile(const KeySource& src, int tile, const TileRecords<kKeys>& r, Sink&& sink) {
+template <int kKeys, bool kFastDecode, int kBegin = 0, int kEnd = -1, int kWorkers, typename Sink>
+__device__ inline void decode_tile(const KeySource& src, int tile, const TileRecords<kKeys, kWorkers>& r,
+                                   Sink&& sink) {
+  constexpr int kLast = chunk_end<TileRecords<kKeys, kWorkers>::kChunks, kEnd>;
   if (tile * kKeys >= src.window_keys) {
-    decode_chunks<kKeys, kFastDecode, kBegin, kEnd, 2>(src, tile, r, sink);
+    decode_chunks<kKeys, kFastDecode, kBegin, kLast, 2>(src, tile, r, sink);
   } else if ((tile + 1) * kKeys <= src.window_keys) {
-    decode_chunks<kKeys, kFastDecode, kBegin, kEnd, 1>(src, tile, r, sink);
+    decode_chunks<kKeys, kFastDecode, kBegin, kLast, 1>(src, tile, r, sink);
   } else {
-    decode_chunks<kKeys, kFastDecode, kBegin, kEnd, 0>(src, tile, r, sink);
+    decode_chunks<kKeys, kFastDecode, kBegin, kLast, 0>(src, tile, r, sink);
   }
 }
 
-// Chunk i of this thread: key warp + 8i of the tile (tid = 32·warp + lane), 16-channel chunk `lane`. The
-// key's row phase (key mod 8) is the warp's for every i, so the swizzled offsets of chunk i are a per-thread
-// base plus 1024·i: immediate offsets of the stores, no per-chunk address registers to keep live or spill.
-template <int kKeys>
+// Chunk i of worker w = 32·warp + lane: key warp + (kWorkers / 32)·i of the tile, 16-channel chunk `lane`.
+// The key's row phase (key mod 8) is warp ^ ((kWorkers / 32)·i mod 8), known per i at compile time, so the
+// swizzled offsets of chunk i are a per-thread base plus a constant: immediate offsets of the stores, no
+// per-chunk address registers to keep live or spill.
+template <int kKeys, int kWorkers>
 __device__ inline void store_decoded_chunk(uint8_t* buffer, int i, uint4 lo, uint4 hi) {
-  static_assert(kThreads / kChunksPerKey == 8, "eight keys per chunk step: key mod 8 is the warp");
-  const int warp = static_cast<int>(threadIdx.x) / 32;
-  const int chunk = static_cast<int>(threadIdx.x) % 32;
+  constexpr int kKeysPerStep = kWorkers / kChunksPerKey;
+  static_assert(kKeysPerStep == 4 || kKeysPerStep == 8, "warp < kKeysPerStep, a power of two");
+  const int warp = worker_index<kWorkers>() / 32;
+  const int chunk = worker_index<kWorkers>() % 32;
   const int first = 2 * chunk + ((chunk >> 2) & 1);
-  uint8_t* row = buffer + warp * 128 + i * 1024;
-  *reinterpret_cast<uint4*>(row + (first >> 3) * (kKeys * 128) + (((first & 7) ^ warp) << 4)) = lo;
-  *reinterpret_cast<uint4*>(row + ((first ^ 1) >> 3) * (kKeys * 128) + ((((first ^ 1) & 7) ^ warp) << 4)) =
+  const int phase = warp ^ ((kKeysPerStep * i) & 7);  // (warp + kKeysPerStep·i) mod 8
+  uint8_t* row = buffer + warp * 128 + i * kKeysPerStep * 128;
+  *reinterpret_cast<uint4*>(row + (first >> 3) * (kKeys * 128) + (((first & 7) ^ phase) << 4)) = lo;
+  *reinterpret_cast<uint4*>(row + ((first ^ 1) >> 3) * (kKeys * 128) + ((((first ^ 1) & 7) ^ phase) << 4)) =
       hi;
 }
 
 // Decodes the tile's chunks [kBegin, kEnd) chunk by chunk straight into `buffer` (few registers live).
-template <int kKeys, bool kFastDecode = true, int kBegin = 0, int kEnd = TileRecords<kKeys>::kChunks>
+template <int kKeys, bool kFastDecode = true, int kBegin = 0, int kEnd = -1, int kWorkers>
 __device__ inline void store_tile(uint8_t* buffer, const KeySource& src, int tile,
-                                  const TileRecords<kKeys>& r) {
-  decode_tile<kKeys, kFastDecode, kBegin, kEnd>(
-      src, tile, r, [&](int i, uint4 lo, uint4 hi) { store_decoded_chunk<kKeys>(buffer, i, lo, hi); });
+                                  const TileRecords<kKeys, kWorkers>& r) {
+  decode_tile<kKeys, kFastDecode, kBegin, kEnd>(src, tile, r, [&](int i, uint4 lo, uint4 hi) {
+    store_decoded_chunk<kKeys, kWorkers>(buffer, i, lo, hi);
+  });
   fence_proxy_async();  // the wgmma variants read the tile through the async proxy
 }
 
@@ -958,6 +1006,29 @@ __global__ void __launch_bounds__(kThreads, 1)
   profile_point(args.profile, 4);
 }
 
+// The one-pass kernels' check of the 1024-byte alignment their swizzled tiles need (never seen; the kernel
+// then returns, leaving the output unwritten rather than wrong).
+__device__ inline bool shared_misaligned(const uint8_t* smem) {
+  if ((smem_address(smem) & 1023u) == 0) return false;
+  if (threadIdx.x == 0 && blockIdx.x == 0)
+    printf("sparse_attention: dynamic shared memory at %u is not 1024-byte aligned\n", smem_address(smem));
+  return true;
+}
+
+// Raises `kernel`'s shared-memory limit to `bytes` once per device (setting it on every call costs host
+// time that shows at small batches).
+template <typename Kernel>
+void configure_once(Kernel kernel, std::atomic<uint64_t>& configured_devices, size_t bytes) {
+  int device = 0;
+  FKV_CUDA_CHECK(cudaGetDevice(&device));
+  const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
+  if (bit == 0 || (configured_devices.load(std::memory_order_acquire) & bit) == 0) {
+    FKV_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+    configured_devices.fetch_or(bit, std::memory_order_release);
+  }
+}
+
 // ---- single pass: online softmax (kOnline)
 // ----------------------------------------------------------------- Each key tile is decoded ONCE and serves
 // both products: S = Q·Kᵀ (K-major B) and O += P·V (MN-major B, the same bytes). The softmax runs online: per
@@ -996,7 +1067,7 @@ __device__ inline void cp_async_wait_all() {
 __device__ void stage_q(const uint16_t* q_row, uint8_t* q_tile) {
   constexpr int kPieces = kHeads * kDim / 8;  // 16-byte pieces
   const bool aligned = (reinterpret_cast<uintptr_t>(q_row) & 15u) == 0;
-  for (int i = static_cast<int>(threadIdx.x); i < kPieces; i += kThreads) {
+  for (int i = static_cast<int>(threadIdx.x); i < kPieces; i += static_cast<int>(blockDim.x)) {
     uint8_t* dst = q_tile + tile_offset(i / (kDim / 8), i % (kDim / 8));
     if (aligned) {
       cp_async_16(smem_address(dst), q_row + 8 * i);
@@ -1008,12 +1079,13 @@ __device__ void stage_q(const uint16_t* q_row, uint8_t* q_tile) {
   }
 }
 
-// Issues S = Q·Kᵀ over this warpgroup's 256 channels (dim0..) for the tile at `tile_base`, both operands by
+// Issues S = Q·Kᵀ over channels [dim0, dim0 + 16·kSteps) for the tile at `tile_base`, both operands by
 // descriptor, and commits it. acc: keys 8j.. of the tile in the m16n8k16 C layout (acc[4j .. 4j+3]).
+template <int kSteps>
 __device__ inline void issue_qk_shared(float (&acc)[32], uint32_t q_base, uint32_t tile_base, int dim0) {
   wgmma_fence();
 #pragma unroll
-  for (int ks = 0; ks < 16; ++ks) {
+  for (int ks = 0; ks < kSteps; ++ks) {
     const auto offset = static_cast<uint32_t>((dim0 / 64 + ks / 4) * kSlabBytes + (ks % 4) * 32);
     wgmma_m64n64k16_ss(acc, sw128_descriptor(q_base + offset, 16, 1024),
                        sw128_descriptor(tile_base + offset, 16, 1024), ks > 0 ? 1 : 0);
@@ -1089,11 +1161,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     online_attention_kernel(SparseAttentionArgs args, int key_stride, float scale2) {
   constexpr float kLog2e = 1.4426950408889634f;
   extern __shared__ __align__(1024) uint8_t smem[];
-  if ((smem_address(smem) & 1023u) != 0) {  // never seen; leaves the output unwritten rather than wrong
-    if (threadIdx.x == 0 && blockIdx.x == 0)
-      printf("sparse_attention: dynamic shared memory at %u is not 1024-byte aligned\n", smem_address(smem));
-    return;
-  }
+  if (shared_misaligned(smem)) return;
   uint8_t* q_tile = smem;
   uint8_t* buffers = smem + kTileBytes;  // two key tiles
   auto* exchange = reinterpret_cast<float4*>(smem + 3 * kTileBytes);
@@ -1146,7 +1214,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     float acc[32];
 #pragma unroll
     for (int i = 0; i < 32; ++i) acc[i] = 0.0f;
-    issue_qk_shared(acc, q_base, current, 256 * group);
+    issue_qk_shared<16>(acc, q_base, current, 256 * group);
     if (tile + 1 < tiles) store_tile<kTileKeys, true, 0, kHalf>(next, src, tile + 1, records);
     tile_mark(s, tile, 11);
     wait_wgmma(acc);
@@ -1187,16 +1255,270 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 void launch_online(const SparseAttentionArgs& args, int key_stride, float scale, cudaStream_t stream) {
   static std::atomic<uint64_t> configured_devices{0};
-  int device = 0;
-  FKV_CUDA_CHECK(cudaGetDevice(&device));
-  const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
-  if (bit == 0 || (configured_devices.load(std::memory_order_acquire) & bit) == 0) {
-    FKV_CUDA_CHECK(cudaFuncSetAttribute(online_attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(online_shared_bytes(kSparseAttentionMaxKeys))));
-    configured_devices.fetch_or(bit, std::memory_order_release);
-  }
+  configure_once(online_attention_kernel, configured_devices, online_shared_bytes(kSparseAttentionMaxKeys));
   online_attention_kernel<<<static_cast<unsigned>(args.n), kThreads, online_shared_bytes(key_stride),
                             stream>>>(args, key_stride, scale * 1.4426950408889634f);
+  FKV_CUDA_CHECK_LAUNCH();
+}
+
+// ---- single pass, warp-specialised (kOnlineSpecialized)
+// ---------------------------------------------------- The same arithmetic as kOnline with the work split by
+// role, FlashMLA-style (three warpgroups, 384 threads):
+//   warpgroup 2 (producer): loads each tile's records into registers (the whole tile: 16 chunks per thread,
+//     issued right after the previous tile is decoded, so they land while it waits for a free buffer) and
+//     decodes them into one of two tile buffers;
+//   warpgroup 0: S = Q·Kᵀ over all 512 channels (both operands by descriptor), the online softmax, P (BF16)
+//     and the rescale factors to shared memory for warpgroup 1, then O[:, 0:256] += P·V from registers;
+//   warpgroup 1: rescales O[:, 256:512] and adds P·V with P read back from shared memory (ldmatrix).
+// Named barriers instead of CTA barriers: FULL(b) (producer arrives, warpgroup 0 waits: buffer b decoded),
+// EMPTY(b) (both consumers arrive, the producer waits: buffer b read), PROBS_READY / PROBS_FREE (warpgroup 0
+// -> 1 and back: P and the factors of a tile), FINAL (warpgroup 0 -> 1: the normalisation). Warpgroup 1
+// sees the decoded tile through warpgroup 0's PROBS_READY, which follows its FULL wait. setmaxnreg moves
+// registers to the consumers (O: 128 fp32 per thread) from the producer.
+constexpr int kSpecializedThreads = 384;
+enum NamedBarrier : int {
+  kBarrierFull0 = 1,   // + buffer
+  kBarrierEmpty0 = 3,  // + buffer
+  kBarrierProbsReady = 5,
+  kBarrierProbsFree = 6,
+  kBarrierFinal = 7,
+};
+constexpr int kProbsBytes = kHeads * kTileKeys * 2;  // P of a tile, BF16
+
+__device__ inline void barrier_sync(int id, int count) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+
+__device__ inline void barrier_arrive(int id, int count) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+
+// Per-thread register budget of the calling warpgroup (sm_90a): 128·(216 + 160 + 128) = the 384 threads' 168
+// each at launch.
+template <int kRegisters>
+__device__ inline void registers_increase() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+#endif
+}
+
+template <int kRegisters>
+__device__ inline void registers_decrease() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+#endif
+}
+
+size_t specialized_shared_bytes(int key_stride) {
+  return 3 * static_cast<size_t>(kTileBytes) + kProbsBytes + 2 * kHeads * sizeof(float) +
+         static_cast<size_t>(key_stride) * sizeof(int32_t) + 2 * sizeof(int) + kHeads * sizeof(float);
+}
+
+struct SpecializedLayout {
+  uint8_t* q_tile;
+  uint8_t* buffers;  // two key tiles
+  uint8_t* probs;    // [64 heads][64 keys] BF16, chunk j of head h at j ^ (h mod 8)
+  float* alpha;      // [64] this tile's rescale factors
+  float* inverse;    // [64] 1 / (l + 2^(sink − m)) at the end
+  float* sinks2;     // [64] base-2 sink logits
+};
+
+// Decodes the tiles quarter by quarter (4 chunks per thread) with the records of the quarter three ahead
+// loaded as soon as one is decoded: every load has two quarters of decoding (or the wait for a free buffer)
+// to land, and three quarters of records are held (a whole tile's spilled the producer's 128 registers).
+__device__ void specialized_producer(const Layout& s, const KeySource& src, int tiles, uint8_t* buffers) {
+  TileRecords<kTileKeys, 128> records;
+  if (tiles > 0) {
+    load_tile<kTileKeys, 0, 4>(s, src, 0, records);
+    load_tile<kTileKeys, 4, 8>(s, src, 0, records);
+    load_tile<kTileKeys, 8, 12>(s, src, 0, records);
+  }
+  for (int tile = 0; tile < tiles; ++tile) {
+    const int b = tile & 1;
+    if (tile >= 2) barrier_sync(kBarrierEmpty0 + b, kSpecializedThreads);
+    uint8_t* buffer = buffers + b * kTileBytes;
+    const auto store = [&](int i, uint4 lo, uint4 hi) {
+      store_decoded_chunk<kTileKeys, 128>(buffer, i, lo, hi);
+    };
+    const bool more = tile + 1 < tiles;
+    decode_tile<kTileKeys, true, 0, 4>(src, tile, records, store);
+    load_tile<kTileKeys, 12, 16>(s, src, tile, records);
+    decode_tile<kTileKeys, true, 4, 8>(src, tile, records, store);
+    if (more) load_tile<kTileKeys, 0, 4>(s, src, tile + 1, records);
+    decode_tile<kTileKeys, true, 8, 12>(src, tile, records, store);
+    if (more) load_tile<kTileKeys, 4, 8>(s, src, tile + 1, records);
+    decode_tile<kTileKeys, true, 12, 16>(src, tile, records, store);
+    if (more) load_tile<kTileKeys, 8, 12>(s, src, tile + 1, records);
+    fence_proxy_async();  // the consumers read the tile through the async proxy
+    barrier_arrive(kBarrierFull0 + b, 256);
+  }
+}
+
+__device__ void specialized_softmax_group(const Layout& s, const SpecializedLayout& l, const KeySource& src,
+                                          int tiles, float scale2, uint16_t* out_row) {
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const int g = lane / 4, c = lane % 4;
+  const int head0 = 16 * warp;
+  float o[128];
+#pragma unroll
+  for (int i = 0; i < 128; ++i) o[i] = 0.0f;
+  OnlineRows rows{{l.sinks2[head0 + g], l.sinks2[head0 + g + 8]}, {0.0f, 0.0f}};
+  const uint32_t q_base = smem_address(l.q_tile);
+  for (int tile = 0; tile < tiles; ++tile) {
+    const int b = tile & 1;
+    const uint32_t buffer = smem_address(l.buffers + b * kTileBytes);
+    tile_mark(s, tile, 10);
+    barrier_sync(kBarrierFull0 + b, 256);
+    tile_mark(s, tile, 11);
+    float acc[32];
+#pragma unroll
+    for (int i = 0; i < 32; ++i) acc[i] = 0.0f;
+    issue_qk_shared<32>(acc, q_base, buffer, 0);
+    wait_wgmma(acc);
+    tile_mark(s, tile, 12);
+    uint32_t pa[4][4];
+    float alpha[2];
+    online_softmax(acc, tile * kTileKeys, src.total, scale2, rows, pa, alpha);
+    if (tile > 0) barrier_sync(kBarrierProbsFree, 256);  // warpgroup 1 is done with the previous P
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+#pragma unroll
+      for (int part = 0; part < 4; ++part) {  // rows g / g+8, keys 16ks + 2c (+8)
+        const int h = head0 + g + 8 * (part & 1);
+        const int chunk = 2 * ks + (part >> 1);
+        *reinterpret_cast<uint32_t*>(l.probs + h * 128 + ((chunk ^ (h & 7)) << 4) + 4 * c) = pa[ks][part];
+      }
+    }
+    if (c == 0) {
+      l.alpha[head0 + g] = alpha[0];
+      l.alpha[head0 + g + 8] = alpha[1];
+    }
+    fence_proxy_async();  // warpgroup 1 reads P through the async proxy (wgmma A by descriptor)
+    barrier_arrive(kBarrierProbsReady, 256);
+#pragma unroll
+    for (int i = 0; i < 128; ++i) o[i] *= alpha[(i / 2) % 2];
+    tile_mark(s, tile, 15);
+    issue_pv_fragments<4>(o, pa, buffer, kSlabBytes);
+    wait_wgmma(o);
+    tile_mark(s, tile, 16);
+    if (tile + 2 < tiles) barrier_arrive(kBarrierEmpty0 + b, kSpecializedThreads);
+  }
+  profile_point(s.profile, 3);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float sum = rows.sum[r];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    const int h = head0 + g + 8 * r;
+    const float inverse = 1.0f / (sum + exp2_approx(l.sinks2[h] - rows.max[r]));
+    if (c == 0) l.inverse[h] = inverse;
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+      o[4 * j + 2 * r] *= inverse;
+      o[4 * j + 2 * r + 1] *= inverse;
+    }
+  }
+  barrier_arrive(kBarrierFinal, 256);
+  store_output<32>(o, head0, 0, out_row);
+}
+
+// O[:, 256:512] += P·V with P from shared memory ([64 heads][64 keys] BF16: one 128-byte-swizzled K-major
+// slab) by descriptor, V as in issue_pv_fragments.
+__device__ inline void issue_pv_shared(float (&acc)[128], uint32_t probs_base, uint32_t tile_base) {
+  wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < 4; ++ks) {
+    const uint32_t start = tile_base + static_cast<uint32_t>(4 * kSlabBytes + 16 * ks * 128);
+    wgmma_m64n256k16_stb(acc, sw128_descriptor(probs_base + 32 * ks, 16, 1024),
+                         sw128_descriptor(start, kSlabBytes, 1024), 1);
+  }
+  wgmma_commit();
+}
+
+__device__ void specialized_output_group(const SpecializedLayout& l, int tiles, uint16_t* out_row) {
+  const int warp = static_cast<int>(threadIdx.x) / 32 - 4;
+  const int g = static_cast<int>(threadIdx.x) % 32 / 4;
+  const int head0 = 16 * warp;
+  float o[128];
+#pragma unroll
+  for (int i = 0; i < 128; ++i) o[i] = 0.0f;
+  for (int tile = 0; tile < tiles; ++tile) {
+    const int b = tile & 1;
+    barrier_sync(kBarrierProbsReady, 256);
+    const float alpha[2] = {l.alpha[head0 + g], l.alpha[head0 + g + 8]};
+#pragma unroll
+    for (int i = 0; i < 128; ++i) o[i] *= alpha[(i / 2) % 2];
+    issue_pv_shared(o, smem_address(l.probs), smem_address(l.buffers + b * kTileBytes));
+    wait_wgmma(o);
+    if (tile + 1 < tiles) barrier_arrive(kBarrierProbsFree, 256);
+    if (tile + 2 < tiles) barrier_arrive(kBarrierEmpty0 + b, kSpecializedThreads);
+  }
+  barrier_sync(kBarrierFinal, 256);
+  const float inverse[2] = {l.inverse[head0 + g], l.inverse[head0 + g + 8]};
+#pragma unroll
+  for (int j = 0; j < 32; ++j) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      o[4 * j + 2 * r] *= inverse[r];
+      o[4 * j + 2 * r + 1] *= inverse[r];
+    }
+  }
+  store_output<32>(o, head0, 256, out_row);
+}
+
+__global__ void __launch_bounds__(kSpecializedThreads, 1)
+    specialized_attention_kernel(SparseAttentionArgs args, int key_stride, float scale2) {
+  constexpr float kLog2e = 1.4426950408889634f;
+  extern __shared__ __align__(1024) uint8_t smem[];
+  if (shared_misaligned(smem)) return;
+  SpecializedLayout l{};
+  l.q_tile = smem;
+  l.buffers = smem + kTileBytes;
+  l.probs = smem + 3 * kTileBytes;
+  l.alpha = reinterpret_cast<float*>(l.probs + kProbsBytes);
+  l.inverse = l.alpha + kHeads;
+  Layout s{};
+  s.keys = reinterpret_cast<int32_t*>(l.inverse + kHeads);
+  s.counts = s.keys + key_stride;
+  s.key_stride = key_stride;
+  s.profile = args.profile;
+  l.sinks2 = reinterpret_cast<float*>(s.counts + 2);
+
+  const int64_t row = blockIdx.x;
+  profile_point(args.profile, 0);
+  stage_q(args.q + row * kHeads * kDim, l.q_tile);
+  if (threadIdx.x < kHeads) l.sinks2[threadIdx.x] = args.sink[threadIdx.x] * kLog2e;
+  build_key_list(args, row, reinterpret_cast<int32_t*>(l.probs), s.keys, s.counts);  // probs: free yet
+  cp_async_wait_all();
+  fence_proxy_async();  // Q's copies, read by wgmma
+  __syncthreads();      // Q, sinks; the key list (build_key_list's own barrier) and P's area free again
+  profile_point(args.profile, 1);
+  profile_point(args.profile, 2);
+  const KeySource src{args.window_records, args.entry_records, s.counts[0], s.counts[1]};
+  const int tiles = (src.total + kTileKeys - 1) / kTileKeys;
+  uint16_t* out_row = args.out + row * kHeads * kDim;
+  const int group = static_cast<int>(threadIdx.x) / 128;
+  if (group == 2) {
+    registers_decrease<128>();
+    specialized_producer(s, src, tiles, l.buffers);
+  } else if (group == 0) {
+    registers_increase<216>();
+    specialized_softmax_group(s, l, src, tiles, scale2, out_row);
+    profile_point(args.profile, 4);
+  } else {
+    registers_decrease<160>();
+    specialized_output_group(l, tiles, out_row);
+  }
+}
+
+void launch_specialized(const SparseAttentionArgs& args, int key_stride, float scale, cudaStream_t stream) {
+  static std::atomic<uint64_t> configured_devices{0};
+  configure_once(specialized_attention_kernel, configured_devices,
+                 specialized_shared_bytes(kSparseAttentionMaxKeys));
+  specialized_attention_kernel<<<static_cast<unsigned>(args.n), kSpecializedThreads,
+                                 specialized_shared_bytes(key_stride), stream>>>(args, key_stride,
+                                                                                 scale * 1.4426950408889634f);
   FKV_CUDA_CHECK_LAUNCH();
 }
 
@@ -1372,15 +1694,7 @@ size_t shared_bytes(int key_stride) {
 template <int kImpl>
 void launch(const SparseAttentionArgs& args, int key_stride, float scale, cudaStream_t stream) {
   static std::atomic<uint64_t> configured_devices{0};
-  int device = 0;
-  FKV_CUDA_CHECK(cudaGetDevice(&device));
-  const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
-  if (bit == 0 || (configured_devices.load(std::memory_order_acquire) & bit) == 0) {
-    FKV_CUDA_CHECK(cudaFuncSetAttribute(sparse_attention_kernel<kImpl>,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(shared_bytes(kSparseAttentionMaxKeys))));
-    configured_devices.fetch_or(bit, std::memory_order_release);
-  }
+  configure_once(sparse_attention_kernel<kImpl>, configured_devices, shared_bytes(kSparseAttentionMaxKeys));
   sparse_attention_kernel<kImpl>
       <<<static_cast<unsigned>(args.n), kThreads, shared_bytes(key_stride), stream>>>(args, key_stride,
                                                                                       scale);
@@ -1469,6 +1783,9 @@ void sparse_attention(const SparseAttentionArgs& args, cudaStream_t stream, Spar
     case SparseAttentionVariant::kOnline:
       // wgmma-only, like kSplitKeys: elsewhere the mma.sync kernel
       if (runs_sm90a_code()) return launch_online(args, key_stride, scale, stream);
+      return launch<0>(args, key_stride, scale, stream);
+    case SparseAttentionVariant::kOnlineSpecialized:
+      if (runs_sm90a_code()) return launch_specialized(args, key_stride, scale, stream);
       return launch<0>(args, key_stride, scale, stream);
     case SparseAttentionVariant::kSplitKeys:
       // its kernels are wgmma-only: elsewhere (the compute_90 PTX on a later device) the mma.sync kernel
