@@ -681,13 +681,12 @@ constexpr int kFilterThreads = 512;
 constexpr int kFilterItems = kItems;
 constexpr int kFilterWarps = kFilterThreads / 32;
 constexpr int64_t kFilterTile = kFilterThreads * kFilterItems;
-constexpr int kSampleThreads = 1024;  // the sample kernel: one CTA per row
-constexpr int kSampleItems = 8;
-constexpr int64_t kSamples = kSampleThreads * kSampleItems;  // 256 runs of 32 consecutive entries
-constexpr uint32_t kCapacity = 8192;                         // candidates per row (and per chunk)
-constexpr int64_t kFilterMaxK = kCapacity / 4;               // a guess for 2k stays well inside it
-constexpr int kMergeThreads = kRowThreads;                   // the fallback is select_row_radix
-constexpr int64_t kTargetCtas = 264;                         // two filter CTAs per SM of an H100/H200
+constexpr int kSampleThreads = 1024;            // the sample kernel: one CTA per row
+constexpr int64_t kSamples = 8192;              // 256 runs of 32 consecutive entries
+constexpr uint32_t kCapacity = 8192;            // candidates per row (and per chunk)
+constexpr int64_t kFilterMaxK = kCapacity / 4;  // a guess for 2k stays well inside it
+constexpr int kMergeThreads = kRowThreads;      // the fallback is select_row_radix
+constexpr int64_t kTargetCtas = 264;            // two filter CTAs per SM of an H100/H200
 
 struct FilterWorkspace {
   uint32_t* lower;   // [rows] the guess L
@@ -695,47 +694,58 @@ struct FilterWorkspace {
   uint2* kept;       // [rows, chunks, kCapacity] (key, index) of those entries, in index order
 };
 
-// Row blockIdx.x (n > kShortMax): L from kSamples entries in 256 evenly spaced runs of 32, into lower[row].
-// Once per row, not in every filter CTA of the row (there it cost as much as a tile). The filter kernel may
-// start at once (programmatic dependent launch): it loads its first tile, then waits for this grid.
-template <typename T>
-__global__ void __launch_bounds__(kSampleThreads)
-    top_k_sample_kernel(const T* scores, int64_t n, int64_t k, uint32_t* lower) {
+// L for a row of n > kShortMax entries from kSamples entries in 256 evenly spaced runs of 32 (the same in
+// every CTA that takes it: same entries, same arithmetic), by kThreads threads; the result is in the threads
+// of warp 0. Uses block_max (once per kernel).
+template <typename T, int kThreads>
+__device__ uint32_t sampled_lower_key(const T* data, int64_t n, int64_t k) {
+  constexpr int kPerThread = static_cast<int>(kSamples / kThreads);
   __shared__ uint32_t hist[kDistanceBuckets];
-  TOPK_PHASE(8);
-  asm volatile("griddepcontrol.launch_dependents;");
-  const T* data = scores + static_cast<int64_t>(blockIdx.x) * n;
   constexpr int64_t kRuns = kSamples / 32;
   const int64_t stride = (n - 32) / (kRuns - 1);  // the last run ends at or before n - 1
-  for (int b = threadIdx.x; b < kDistanceBuckets; b += kSampleThreads) hist[b] = 0;
-  uint32_t keys[kSampleItems];
+  for (int b = threadIdx.x; b < kDistanceBuckets; b += kThreads) hist[b] = 0;
+  uint32_t keys[kPerThread];
   uint32_t local_max = 0;
 #pragma unroll
-  for (int i = 0; i < kSampleItems; ++i) {
-    const int64_t q = threadIdx.x + static_cast<int64_t>(kSampleThreads) * i;
+  for (int i = 0; i < kPerThread; ++i) {
+    const int64_t q = threadIdx.x + static_cast<int64_t>(kThreads) * i;
     keys[i] = order_key(data[(q >> 5) * stride + (q & 31)]);
     local_max = max(local_max, keys[i]);
   }
-  const uint32_t max_key = block_max<kSampleThreads>(local_max);
+  const uint32_t max_key = block_max<kThreads>(local_max);
 #pragma unroll
-  for (int i = 0; i < kSampleItems; ++i) {
+  for (int i = 0; i < kPerThread; ++i) {
     if (valid_key(keys[i])) atomicAdd(&hist[distance_bucket(max_key - keys[i])], 1u);
   }
   __syncthreads();
-  if (threadIdx.x < 32) {
-    const uint32_t bucket = rank_bucket(hist, sample_rank(k, kSamples, n));
-    if (threadIdx.x == 0) lower[blockIdx.x] = lower_key(max_key, bucket);
-  }
+  uint32_t lower = 0;
+  if (threadIdx.x < 32) lower = lower_key(max_key, rank_bucket(hist, sample_rank(k, kSamples, n)));
+  return lower;
+}
+
+// Row blockIdx.x: L into lower[row], once per row for rows whose filter CTAs take several tiles (there the
+// sample in every CTA cost about a tile). The filter kernel may start at once (programmatic dependent
+// launch): it loads its first tile, then waits for this grid.
+template <typename T>
+__global__ void __launch_bounds__(kSampleThreads)
+    top_k_sample_kernel(const T* scores, int64_t n, int64_t k, uint32_t* lower) {
+  TOPK_PHASE(8);
+  asm volatile("griddepcontrol.launch_dependents;");
+  const uint32_t l =
+      sampled_lower_key<T, kSampleThreads>(scores + static_cast<int64_t>(blockIdx.x) * n, n, k);
+  if (threadIdx.x == 0) lower[blockIdx.x] = l;
   TOPK_PHASE(9);
 }
 
-// CTA (chunk c, row r): keeps the entries >= L (ws.lower[r], from the sample kernel) of
-// scores[r, c·chunk, min(n, (c+1)·chunk)) in index order (the first kCapacity of them) and counts them. The
-// scores are read once, in coalesced tiles.
-template <typename T, int V>
+// CTA (chunk c, row r): keeps the entries >= L of scores[r, c·chunk, min(n, (c+1)·chunk)) in index order (the
+// first kCapacity of them) and counts them. The scores are read once, in coalesced tiles. L is the sample
+// kernel's (ws.lower[r]), or with kOwnSample (one-tile chunks: a third launch would cost more than the
+// sample's copy in every CTA) the CTA's own, CTA 0 of the row storing it for the merge kernel.
+template <typename T, int V, bool kOwnSample>
 __global__ void __launch_bounds__(kFilterThreads, 2)
-    top_k_filter_kernel(const T* scores, int64_t n, int64_t chunk, FilterWorkspace ws) {
+    top_k_filter_kernel(const T* scores, int64_t n, int64_t k, int64_t chunk, FilterWorkspace ws) {
   __shared__ uint32_t warp_counts[2][kFilterWarps];
+  __shared__ uint32_t shared_lower;
   TOPK_PHASE(10);
   // The merge kernel may start now (programmatic dependent launch): its launch latency hides behind this
   // grid, and it waits for this grid's completion and memory before reading anything.
@@ -748,8 +758,19 @@ __global__ void __launch_bounds__(kFilterThreads, 2)
   // previous one is compacted: the memory latency is not exposed once per tile.
   uint32_t raw[kWords<T>];
   load_tile<T, V, kFilterThreads>(data, begin, end, raw);
-  asm volatile("griddepcontrol.wait;" ::: "memory");  // the sample grid has completed: L is in ws.lower
-  const uint32_t lower = ws.lower[row];
+  uint32_t lower = 0;
+  if constexpr (kOwnSample) {
+    const uint32_t l = sampled_lower_key<T, kFilterThreads>(data, n, k);
+    if (threadIdx.x == 0) {
+      shared_lower = l;
+      if (blockIdx.x == 0) ws.lower[row] = l;
+    }
+    __syncthreads();
+    lower = shared_lower;
+  } else {
+    asm volatile("griddepcontrol.wait;" ::: "memory");  // the sample grid has completed: L is in ws.lower
+    lower = ws.lower[row];
+  }
   // Entries are flagged by a float comparison (no key per entry; keys only for the candidates).
   const float lower_score = threshold_score<T>(lower);
   TOPK_PHASE(11);
@@ -956,15 +977,26 @@ void launch(const T* scores, int64_t rows, int64_t n, int64_t k, int32_t* out, v
                                reinterpret_cast<uint32_t*>(base + l.counts),
                                reinterpret_cast<uint2*>(base + l.kept)};
       const int64_t chunks = filter_chunks(rows, n);
-      top_k_sample_kernel<T><<<grid_rows, kSampleThreads, 0, stream>>>(scores, n, k, ws.lower);
-      FKV_CUDA_CHECK_LAUNCH();
+      const int64_t chunk = filter_chunk(rows, n);
       const dim3 grid(static_cast<unsigned>(chunks), grid_rows);
-      if (vector_aligned(scores, n))
-        launch_dependent(top_k_filter_kernel<T, kVector<T>>, grid, kFilterThreads, 0, stream, scores, n,
-                         filter_chunk(rows, n), ws);
-      else
-        launch_dependent(top_k_filter_kernel<T, 1>, grid, kFilterThreads, 0, stream, scores, n,
-                         filter_chunk(rows, n), ws);
+      const bool aligned = vector_aligned(scores, n);
+      if (chunk == kFilterTile) {  // one tile per CTA: each takes the sample itself (two launches, not three)
+        if (aligned)
+          top_k_filter_kernel<T, kVector<T>, true>
+              <<<grid, kFilterThreads, 0, stream>>>(scores, n, k, chunk, ws);
+        else
+          top_k_filter_kernel<T, 1, true><<<grid, kFilterThreads, 0, stream>>>(scores, n, k, chunk, ws);
+        FKV_CUDA_CHECK_LAUNCH();
+      } else {
+        top_k_sample_kernel<T><<<grid_rows, kSampleThreads, 0, stream>>>(scores, n, k, ws.lower);
+        FKV_CUDA_CHECK_LAUNCH();
+        if (aligned)
+          launch_dependent(top_k_filter_kernel<T, kVector<T>, false>, grid, kFilterThreads, 0, stream, scores,
+                           n, k, chunk, ws);
+        else
+          launch_dependent(top_k_filter_kernel<T, 1, false>, grid, kFilterThreads, 0, stream, scores, n, k,
+                           chunk, ws);
+      }
       launch_dependent(top_k_merge_kernel<T>, dim3(grid_rows), kMergeThreads,
                        kCapacity * 2 * sizeof(uint32_t), stream, scores, n, k, out, static_cast<int>(chunks),
                        ws);
