@@ -1136,6 +1136,15 @@ __device__ inline void online_softmax(float (&acc)[32], int key0, int total, flo
   }
 }
 
+// O *= the rows' rescale factors (rows g / g+8 of the warp's 16: accumulators 4j, 4j+1 / 4j+2, 4j+3),
+// skipped when neither row's max grew anywhere in the warp (factors exactly 1: the common case once the
+// first tiles have set the maxima).
+__device__ inline void rescale_rows(float (&o)[128], const float (&alpha)[2]) {
+  if (__all_sync(0xffffffffu, alpha[0] == 1.0f && alpha[1] == 1.0f)) return;
+#pragma unroll
+  for (int i = 0; i < 128; ++i) o[i] *= alpha[(i / 2) % 2];
+}
+
 // This warpgroup's partial S to its exchange area, the other's read back after a CTA barrier and added
 // (thread i of each warpgroup holds the same S positions; a + b == b + a, so both get the same sums).
 __device__ inline void exchange_halves(float (&acc)[32], float4* exchange) {
@@ -1223,8 +1232,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     uint32_t pa[4][4];
     float alpha[2];
     online_softmax(acc, tile * kTileKeys, src.total, scale2, rows, pa, alpha);
-#pragma unroll
-    for (int i = 0; i < 128; ++i) o[i] *= alpha[(i / 2) % 2];
+    rescale_rows(o, alpha);
     issue_pv_fragments<4>(o, pa, current, kSlabBytes);
     // the first half's records of tile t + 2 only now: in flight during the softmax they cost spills
     if (tile + 2 < tiles) load_tile<kTileKeys, 0, kHalf>(s, src, tile + 2, records);
