@@ -211,8 +211,11 @@ __device__ void unpack_pairs(const float2 (&pairs)[kChannels / 2], float (&x)[kC
 template <int kLanes>
 __device__ double row_sum(double v) {
 #pragma unroll
-  for (int offset = kLanes / 2; offset > 0; offset /= 2)
-    v = __dadd_rn(v, __shfl_xor_sync(kFullMask, v, offset));
+  for (int offset = kLanes / 2; offset > 0; offset /= 2) {
+    const int high = __shfl_xor_sync(kFullMask, __double2hiint(v), offset);
+    const int low = __shfl_xor_sync(kFullMask, __double2loint(v), offset);
+    v = __dadd_rn(v, __hiloint2double(high, low));
+  }
   return v;
 }
 
@@ -389,10 +392,13 @@ __device__ __noinline__ uint32_t double_norm_bf16(float x, float w, double inver
 // Faithful rows: the fast path needs Σx² only to fp32 accuracy (the any-order double sum is within 2^-44 of
 // the CPU's, which the margin absorbs), so the CPU's exact sum is formed only for rows where some channel
 // declined it (about one in eight).
-template <int kLanes, bool kFaithful>
-__device__ void rms_norm_chunk(const float (&x)[kChannels], const float* weight, bool weights_bounded,
-                               double eps, int dim, int lane_in_row, int first_lane, int significand_bits,
-                               ChannelPair<kFaithful> (&packed)[kChannels / 2], unsigned ablate = 0) {
+// `reload(y)` puts the lane's channels (x again) into y: the rare paths take them from there, so x need not
+// stay live (in registers or spilled) through the row.
+template <int kLanes, bool kFaithful, typename Reload>
+__device__ void rms_norm_chunk(const float (&x)[kChannels], const Reload& reload, const float* weight,
+                               bool weights_bounded, double eps, int dim, int lane_in_row, int first_lane,
+                               int significand_bits, ChannelPair<kFaithful> (&packed)[kChannels / 2],
+                               unsigned ablate = 0) {
   const double any_order = any_order_sum_of_squares<kLanes>(x);
   const float4* w4 = reinterpret_cast<const float4*>(weight + lane_in_row * kChannels);
   if constexpr (!kFaithful) {
@@ -432,13 +438,15 @@ __device__ void rms_norm_chunk(const float (&x)[kChannels], const float* weight,
     // few it leaves open take the CPU's double expression with the CPU's exact Σx².
     if (__any_sync(kFullMask, declined) && !(ablate & kAblateNormFallback)) {
       const double inverse_root_d = __drcp_rn(__dsqrt_rn(mean_square_of(any_order, dim, eps)));
+      float y[kChannels];
+      reload(y);
       uint32_t open = 0;  // bit i: channel i needs the exact path
       if (declined) {
 #pragma unroll
         for (int i = 0; i < kChannels; ++i) {
           const float w = __ldg(weight + lane_in_row * kChannels + i);
-          if (!weights_bounded || norm_estimate_declined(norm_estimate(x[i], w, inverse_root))) {
-            const uint32_t bits = double_norm_bf16(x[i], w, inverse_root_d);
+          if (!weights_bounded || norm_estimate_declined(norm_estimate(y[i], w, inverse_root))) {
+            const uint32_t bits = double_norm_bf16(y[i], w, inverse_root_d);
             if (bits != kNormOpen) {
               packed[i / 2] = i % 2 == 0 ? (packed[i / 2] & 0xffff0000u) | bits
                                          : (packed[i / 2] & 0xffffu) | (bits << 16);
@@ -450,12 +458,12 @@ __device__ void rms_norm_chunk(const float (&x)[kChannels], const float* weight,
       }
       if (__any_sync(kFullMask, open != 0)) {
         const double mean_square = mean_square_of(
-            exact_sum_of_squares<kLanes>(x, any_order, first_lane, significand_bits), dim, eps);
+            exact_sum_of_squares<kLanes>(y, any_order, first_lane, significand_bits), dim, eps);
 #pragma unroll
         for (int i = 0; i < kChannels; ++i) {
           if (open & (1u << i)) {
             const uint32_t bits =
-                cpu_norm_bf16(x[i], __ldg(weight + lane_in_row * kChannels + i), mean_square);
+                cpu_norm_bf16(y[i], __ldg(weight + lane_in_row * kChannels + i), mean_square);
             packed[i / 2] =
                 i % 2 == 0 ? (packed[i / 2] & 0xffff0000u) | bits : (packed[i / 2] & 0xffffu) | (bits << 16);
           }
@@ -523,6 +531,137 @@ __device__ void sincos_libdevice(double a, double& sine, double& cosine) {
   cosine = __hiloint2double(__double2hiint(cos_r) ^ cos_sign, __double2loint(cos_r));
 }
 
+// libdevice's sin and cos as {cos, sin}, out of line: the rare angles faithful_cos_sin leaves open.
+__device__ __noinline__ double2 cos_sin_libdevice(double a) {
+  double sine, cosine;
+  sincos_libdevice(a, sine, cosine);
+  return make_double2(cosine, sine);
+}
+
+// {sin, cos}(k·π/32) for k = 0 … 63, correctly rounded to double (mpmath, 200 bits). Copied to shared memory
+// per CTA: lanes index it with different k, which the constant bank would serialize.
+__constant__ double2 kSinCosPi32[64] = {
+    {0x0.0p+0, 0x1.0000000000000p+0},
+    {0x1.917a6bc29b42cp-4, 0x1.fd88da3d12526p-1},
+    {0x1.8f8b83c69a60bp-3, 0x1.f6297cff75cb0p-1},
+    {0x1.294062ed59f06p-2, 0x1.e9f4156c62ddap-1},
+    {0x1.87de2a6aea963p-2, 0x1.d906bcf328d46p-1},
+    {0x1.e2b5d3806f63bp-2, 0x1.c38b2f180bdb1p-1},
+    {0x1.1c73b39ae68c8p-1, 0x1.a9b66290ea1a3p-1},
+    {0x1.44cf325091dd6p-1, 0x1.8bc806b151741p-1},
+    {0x1.6a09e667f3bcdp-1, 0x1.6a09e667f3bcdp-1},
+    {0x1.8bc806b151741p-1, 0x1.44cf325091dd6p-1},
+    {0x1.a9b66290ea1a3p-1, 0x1.1c73b39ae68c8p-1},
+    {0x1.c38b2f180bdb1p-1, 0x1.e2b5d3806f63bp-2},
+    {0x1.d906bcf328d46p-1, 0x1.87de2a6aea963p-2},
+    {0x1.e9f4156c62ddap-1, 0x1.294062ed59f06p-2},
+    {0x1.f6297cff75cb0p-1, 0x1.8f8b83c69a60bp-3},
+    {0x1.fd88da3d12526p-1, 0x1.917a6bc29b42cp-4},
+    {0x1.0000000000000p+0, 0x0.0p+0},
+    {0x1.fd88da3d12526p-1, -0x1.917a6bc29b42cp-4},
+    {0x1.f6297cff75cb0p-1, -0x1.8f8b83c69a60bp-3},
+    {0x1.e9f4156c62ddap-1, -0x1.294062ed59f06p-2},
+    {0x1.d906bcf328d46p-1, -0x1.87de2a6aea963p-2},
+    {0x1.c38b2f180bdb1p-1, -0x1.e2b5d3806f63bp-2},
+    {0x1.a9b66290ea1a3p-1, -0x1.1c73b39ae68c8p-1},
+    {0x1.8bc806b151741p-1, -0x1.44cf325091dd6p-1},
+    {0x1.6a09e667f3bcdp-1, -0x1.6a09e667f3bcdp-1},
+    {0x1.44cf325091dd6p-1, -0x1.8bc806b151741p-1},
+    {0x1.1c73b39ae68c8p-1, -0x1.a9b66290ea1a3p-1},
+    {0x1.e2b5d3806f63bp-2, -0x1.c38b2f180bdb1p-1},
+    {0x1.87de2a6aea963p-2, -0x1.d906bcf328d46p-1},
+    {0x1.294062ed59f06p-2, -0x1.e9f4156c62ddap-1},
+    {0x1.8f8b83c69a60bp-3, -0x1.f6297cff75cb0p-1},
+    {0x1.917a6bc29b42cp-4, -0x1.fd88da3d12526p-1},
+    {0x0.0p+0, -0x1.0000000000000p+0},
+    {-0x1.917a6bc29b42cp-4, -0x1.fd88da3d12526p-1},
+    {-0x1.8f8b83c69a60bp-3, -0x1.f6297cff75cb0p-1},
+    {-0x1.294062ed59f06p-2, -0x1.e9f4156c62ddap-1},
+    {-0x1.87de2a6aea963p-2, -0x1.d906bcf328d46p-1},
+    {-0x1.e2b5d3806f63bp-2, -0x1.c38b2f180bdb1p-1},
+    {-0x1.1c73b39ae68c8p-1, -0x1.a9b66290ea1a3p-1},
+    {-0x1.44cf325091dd6p-1, -0x1.8bc806b151741p-1},
+    {-0x1.6a09e667f3bcdp-1, -0x1.6a09e667f3bcdp-1},
+    {-0x1.8bc806b151741p-1, -0x1.44cf325091dd6p-1},
+    {-0x1.a9b66290ea1a3p-1, -0x1.1c73b39ae68c8p-1},
+    {-0x1.c38b2f180bdb1p-1, -0x1.e2b5d3806f63bp-2},
+    {-0x1.d906bcf328d46p-1, -0x1.87de2a6aea963p-2},
+    {-0x1.e9f4156c62ddap-1, -0x1.294062ed59f06p-2},
+    {-0x1.f6297cff75cb0p-1, -0x1.8f8b83c69a60bp-3},
+    {-0x1.fd88da3d12526p-1, -0x1.917a6bc29b42cp-4},
+    {-0x1.0000000000000p+0, 0x0.0p+0},
+    {-0x1.fd88da3d12526p-1, 0x1.917a6bc29b42cp-4},
+    {-0x1.f6297cff75cb0p-1, 0x1.8f8b83c69a60bp-3},
+    {-0x1.e9f4156c62ddap-1, 0x1.294062ed59f06p-2},
+    {-0x1.d906bcf328d46p-1, 0x1.87de2a6aea963p-2},
+    {-0x1.c38b2f180bdb1p-1, 0x1.e2b5d3806f63bp-2},
+    {-0x1.a9b66290ea1a3p-1, 0x1.1c73b39ae68c8p-1},
+    {-0x1.8bc806b151741p-1, 0x1.44cf325091dd6p-1},
+    {-0x1.6a09e667f3bcdp-1, 0x1.6a09e667f3bcdp-1},
+    {-0x1.44cf325091dd6p-1, 0x1.8bc806b151741p-1},
+    {-0x1.1c73b39ae68c8p-1, 0x1.a9b66290ea1a3p-1},
+    {-0x1.e2b5d3806f63bp-2, 0x1.c38b2f180bdb1p-1},
+    {-0x1.87de2a6aea963p-2, 0x1.d906bcf328d46p-1},
+    {-0x1.294062ed59f06p-2, 0x1.e9f4156c62ddap-1},
+    {-0x1.8f8b83c69a60bp-3, 0x1.f6297cff75cb0p-1},
+    {-0x1.917a6bc29b42cp-4, 0x1.fd88da3d12526p-1},
+};
+
+// faithful_cos_sin's constants (in the constant bank, not materialised by two moves each): 32/π; π/32 in
+// three parts (libdevice's π/2 parts scaled by 2^-4); cos: −1/720, 1/24; sin: −1/5040, 1/120, −1/6.
+__constant__ double kSinCosCoefficients[9] = {
+    0x1.45f306dc9c883p+3,   0x1.921fb54442d18p-4,   0x1.1a62633145c00p-58,
+    0x1.b839a252049c0p-108, -0x1.6c16c16c16c17p-10, 0x1.5555555555555p-5,
+    -0x1.a01a01a01a01ap-13, 0x1.1111111111111p-7,   -0x1.5555555555555p-3};
+
+// Whether RN32(v') = RN32(v) for every v' within kCosSinMargin double ulps of v: v is farther than that from
+// an fp32 rounding midpoint (the low 29 bits of its significand, 2^28 at the midpoint) and in the normal
+// fp32 range (zero, fp32 subnormals and NaN are left open).
+constexpr uint32_t kCosSinMargin = 1024;
+__device__ bool fp32_rounding_decided(double v) {
+  const uint32_t high = static_cast<uint32_t>(__double2hiint(v)),
+                 low = static_cast<uint32_t>(__double2loint(v));
+  return ((high >> 20) & 0x7ffu) >= 1023u - 126u &&
+         (low & 0x1fffffffu) + kCosSinMargin - 0x10000000u > 2 * kCosSinMargin;
+}
+
+// cos and sin of a faithful angle (an fp32 product) rounded to fp32 as the reference's tables hold them
+// (RN32 of libdevice's double sincos, which the CPU's glibc matches to 1-2 double ulps: kv_write.cuh), in
+// double. Table-driven instead of libdevice's reduction by π/2 with two degree-7 polynomials: k = RN(a·32/π),
+// r = a − k·π/32 by libdevice's three-part π/2 scaled by 2^-4 (|r| <= π/64, z = r² <= 2^-8.7), cos r − 1 and
+// sin r by their Taylor polynomials to z³ and r^7 (truncation below z^4/8! < 2^-50 and r·z^4/9! < 2^-53·r),
+// then the angle-sum formulas with {sin, cos}(k·π/32) from `table`. Its error is below 16 double ulps (host:
+// 12.9 worst in 2·10^8 values), libdevice's below 2 (1.5), so the two round to the same fp32 whenever the
+// table value is more than kCosSinMargin = 1024 ulps from an fp32 midpoint; the rest (about 3·10^-6 of the
+// values, zeros, |a| >= 2^25) take libdevice's sincos itself. Host check against the bit-exact transcription
+// of libdevice's: 0 fp32 differences in 2·10^8 values (docs/perf-notes/kv-write.md). About 30 instructions
+// instead of ~50.
+__device__ void faithful_cos_sin(float angle, const double2* table, double& c, double& s) {
+  const double a = angle;
+  constexpr double kRound = 0x1.8p52;  // adding it rounds |x| < 2^51 to an integer, ties to even
+  const double t = __dadd_rn(__dmul_rn(a, kSinCosCoefficients[0]), kRound);
+  const double k = __dsub_rn(t, kRound);
+  double r = __fma_rn(-k, kSinCosCoefficients[1], a);
+  r = __fma_rn(-k, kSinCosCoefficients[2], r);
+  r = __fma_rn(-k, kSinCosCoefficients[3], r);
+  const double z = __dmul_rn(r, r);
+  const double cos_minus_1 =
+      __dmul_rn(z, __fma_rn(z, __fma_rn(z, kSinCosCoefficients[4], kSinCosCoefficients[5]), -0.5));
+  const double sin_poly =
+      __fma_rn(z, __fma_rn(z, kSinCosCoefficients[6], kSinCosCoefficients[7]), kSinCosCoefficients[8]);
+  const double sin_r = __fma_rn(__dmul_rn(r, z), sin_poly, r);
+  const double2 e = table[__double2loint(t) & 63];  // {sin, cos}(k·π/32)
+  double sine = __dadd_rn(e.x, __fma_rn(e.x, cos_minus_1, __dmul_rn(e.y, sin_r)));
+  double cosine = __dadd_rn(e.y, __fma_rn(e.y, cos_minus_1, -__dmul_rn(e.x, sin_r)));
+  if (!(fabs(a) < 0x1p25 && fp32_rounding_decided(sine) && fp32_rounding_decided(cosine))) {
+    const double2 exact = cos_sin_libdevice(a);
+    cosine = exact.x;
+    sine = exact.y;
+  }
+  c = __double2float_rn(cosine);
+  s = __double2float_rn(sine);
+}
+
 // A lane's 8 pairs to and from shared memory (16-byte aligned) with 16-byte accesses.
 __device__ void store_pairs(uint32_t* dst, const uint32_t (&p)[kChannels / 2]) {
   reinterpret_cast<uint4*>(dst)[0] = make_uint4(p[0], p[1], p[2], p[3]);
@@ -546,14 +685,6 @@ __device__ void load_pairs(const float2* src, float2 (&p)[kChannels / 2]) {
   }
 }
 
-// cos and sin of a faithful angle (an fp32 product) as the reference's fp32 tables hold them, in double.
-__device__ void faithful_cos_sin(float angle, double& c, double& s) {
-  double sine, cosine;
-  sincos_libdevice(static_cast<double>(angle), sine, cosine);
-  c = __double2float_rn(cosine);
-  s = __double2float_rn(sine);
-}
-
 // One pair (re, im) rotated by the angle as rope.cpp does: the rotated pair is computed in double from the
 // fp32 cos/sin and rounded to fp32, then (faithful) BF16, one cvt for the pair (RNE as the host's, NaN
 // payloads aside, which the quantizers zero). Faithful angles are fp32 products position·f, clean ones
@@ -563,9 +694,9 @@ __device__ float2 rotate_values(float re_f, float im_f, double c, double s) {
   return make_float2(__double2float_rn(__dsub_rn(__dmul_rn(re, c), __dmul_rn(im, s))),
                      __double2float_rn(__dadd_rn(__dmul_rn(re, s), __dmul_rn(im, c))));
 }
-__device__ uint32_t rotate_pair(uint32_t pair, float position_f, float freq_f) {
+__device__ uint32_t rotate_pair(uint32_t pair, float position_f, float freq_f, const double2* cos_sin_table) {
   double c, s;
-  faithful_cos_sin(__fmul_rn(position_f, freq_f), c, s);
+  faithful_cos_sin(__fmul_rn(position_f, freq_f), cos_sin_table, c, s);
   const float2 out = rotate_values(__uint_as_float(pair << 16), __uint_as_float(pair & 0xffff0000u), c, s);
   return bf16x2_bits(out.x, out.y);
 }
@@ -579,6 +710,7 @@ __device__ float2 rotate_pair(float2 pair, double position_d, double freq) {
 struct RopeFrequencies {
   double f64[32];
   float f32[32];
+  double2 sin_cos[64];  // kSinCosPi32 (faithful angles)
 };
 
 // Called by every thread of the CTA before its rows (one barrier).
@@ -588,6 +720,7 @@ __device__ void load_rope_frequencies(const RopeParams& rope, RopeFrequencies& f
     freqs.f64[threadIdx.x] = f;
     freqs.f32[threadIdx.x] = static_cast<float>(f);
   }
+  if (threadIdx.x < 64) freqs.sin_cos[threadIdx.x] = kSinCosPi32[threadIdx.x];
   __syncthreads();
 }
 
@@ -648,7 +781,7 @@ __device__ void rope_chunk(ChannelPair<kFaithful> (&pairs)[kChannels / 2], int64
   __syncwarp();
   for (int p = rl.lane_in_row; p < rl.pairs; p += kLanes) {
     if constexpr (kFaithful) {
-      rl.table[p] = rotate_pair(rl.table[p], __ll2float_rn(position), rl.freqs->f32[p]);
+      rl.table[p] = rotate_pair(rl.table[p], __ll2float_rn(position), rl.freqs->f32[p], rl.freqs->sin_cos);
     } else {
       rl.table[p] = rotate_pair(rl.table[p], static_cast<double>(position), rl.freqs->f64[p]);
     }
@@ -973,9 +1106,17 @@ __device__ void for_each_typed_input_row(int64_t n, const void* data, InputRing<
       chunk.q[u] = u < kUnitsPerRow ? slot_units[read_unit[u]] : make_uint4(0, 0, 0, 0);
     float x[kChannels];
     unpack_chunk(chunk, kType, x);
+    // The row's channels again, from the slot (for rare paths: x need not stay live across the body).
+    const auto reload = [&](float(&again)[kChannels]) {
+      RawChunk raw;
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+        raw.q[u] = u < kUnitsPerRow ? slot_units[read_unit[u]] : make_uint4(0, 0, 0, 0);
+      unpack_chunk(raw, kType, again);
+    };
     const int64_t row = base + lanes.row_in_warp;
-    body(x, row < n ? row : n - 1, row < n, lanes);  // idle groups redo the last row without storing
-    __syncwarp();                                    // every lane has read the slot before it is refilled
+    body(x, reload, row < n ? row : n - 1, row < n, lanes);  // idle groups redo the last row, no stores
+    __syncwarp();  // every lane has read the slot before it is refilled
     issue(base + kDepth * step, slot);
     slot = slot + 1 == kDepth ? 0 : slot + 1;
   }
@@ -1005,12 +1146,15 @@ __global__ void __launch_bounds__(kThreads, kMinCtas) window_write_kernel(Window
   const size_t record_bytes = kFaithful ? nm::fp8_row_bytes(kDim) : kDim * sizeof(float);
   const int significand_bits = a.kv.type == RowType::kBf16 ? 8 : 24;
   for_each_input_row<kDim>(
-      a.n, a.kv, ring, [&](float(&x)[kChannels], int64_t row, bool active, const RowLanes<kDim>& lanes) {
+      a.n, a.kv, ring,
+      [&](float(&x)[kChannels], const auto& reload, int64_t row, bool active, const RowLanes<kDim>& lanes) {
         const int64_t position = a.start + row;
+        static_cast<void>(reload);  // unused in the load + FP8 + store ablation
         if constexpr (!(kAblate & kAblateNormAndRope)) {
           ChannelPair<kFaithful> pairs[kChannels / 2];
-          rms_norm_chunk<kLanes, kFaithful>(x, a.norm_weight, weights_bounded, a.eps, kDim, lanes.lane_in_row,
-                                            lanes.first_lane, significand_bits, pairs, kAblate);
+          rms_norm_chunk<kLanes, kFaithful>(x, reload, a.norm_weight, weights_bounded, a.eps, kDim,
+                                            lanes.lane_in_row, lanes.first_lane, significand_bits, pairs,
+                                            kAblate);
           if constexpr (!(kAblate & kAblateRope)) rope_chunk<kLanes, kFaithful>(pairs, position, rope_lane);
           unpack_pairs(pairs, x);
         }
@@ -1042,11 +1186,12 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
   // faithful pooled values are BF16-valued (the kernel rounds them)
   const int significand_bits = a.ratio == 1 ? (a.v.type == RowType::kBf16 ? 8 : 24) : (kFaithful ? 8 : 24);
   // Entry first + index from its (pooled) latent x: RMSNorm, the latent out, RoPE, the NVFP4 record.
-  const auto finish = [&](float(&x)[kChannels], int64_t index, bool active, const RowLanes<kDim>& lanes) {
+  const auto finish = [&](float(&x)[kChannels], const auto& reload, int64_t index, bool active,
+                          const RowLanes<kDim>& lanes) {
     const int64_t entry = first + index;
     ChannelPair<kFaithful> pairs[kChannels / 2];
-    rms_norm_chunk<kLanes, kFaithful>(x, a.norm_weight, weights_bounded, a.eps, kDim, lanes.lane_in_row,
-                                      lanes.first_lane, significand_bits, pairs);
+    rms_norm_chunk<kLanes, kFaithful>(x, reload, a.norm_weight, weights_bounded, a.eps, kDim,
+                                      lanes.lane_in_row, lanes.first_lane, significand_bits, pairs);
     if (a.latents != nullptr && active) {  // BF16 bits (faithful) or fp32, pair k at pair offset + k
       const int64_t offset = (index * kDim + lanes.lane_in_row * kChannels) / 2;
       store_pairs(static_cast<ChannelPair<kFaithful>*>(a.latents) + offset, pairs);
@@ -1061,15 +1206,17 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
     const DeviceRows rows{
         static_cast<const uint8_t*>(a.v.data) + static_cast<size_t>((first - a.start) * kDim) * element_bytes,
         a.v.type};
-    for_each_input_row<kDim>(count, rows, ring,
-                             [&](float(&x)[kChannels], int64_t index, bool active,
-                                 const RowLanes<kDim>& lanes) { finish(x, index, active, lanes); });
+    for_each_input_row<kDim>(count, rows, ring, finish);
     return;
   }
   for_each_row<kDim>(count, [&](int64_t index, bool active, const RowLanes<kDim>& lanes) {
     float x[kChannels];
     pool_entry_chunk<kFaithful>(a, 2 * (first + index) - a.start, kDim, lanes.lane_in_row, x);
-    finish(x, index, active, lanes);
+    const auto copy = [&](float(&again)[kChannels]) {  // the pooled values stay live
+#pragma unroll
+      for (int i = 0; i < kChannels; ++i) again[i] = x[i];
+    };
+    finish(x, copy, index, active, lanes);
   });
 }
 
@@ -1085,11 +1232,11 @@ __global__ void __launch_bounds__(kThreads, kMinCtas) index_key_write_kernel(Ind
   const int significand_bits = a.keys.type == RowType::kBf16 ? 8 : 24;
   for_each_input_row<kDim>(
       a.count, a.keys, ring,
-      [&](float(&x)[kChannels], int64_t index, bool active, const RowLanes<kDim>& lanes) {
+      [&](float(&x)[kChannels], const auto& reload, int64_t index, bool active, const RowLanes<kDim>& lanes) {
         const int64_t entry = a.first_entry + index;
         ChannelPair<kFaithful> pairs[kChannels / 2];
-        rms_norm_chunk<kLanes, kFaithful>(x, a.norm_weight, weights_bounded, a.eps, kDim, lanes.lane_in_row,
-                                          lanes.first_lane, significand_bits, pairs);
+        rms_norm_chunk<kLanes, kFaithful>(x, reload, a.norm_weight, weights_bounded, a.eps, kDim,
+                                          lanes.lane_in_row, lanes.first_lane, significand_bits, pairs);
         rope_chunk<kLanes, kFaithful>(pairs, entry * a.ratio, rope_lane);
         unpack_pairs(pairs, x);
         store_record<RecordKind::kKey, kFaithful>(record_address(a.records, entry), kDim, lanes.lane_in_row,
