@@ -372,6 +372,10 @@ __device__ inline float threshold_score(uint32_t lower) {
 template <typename T>
 constexpr int kWords = static_cast<int>(sizeof(T)) * kItems / 4;
 
+// Entries per 16-byte vector load (V on aligned rows).
+template <typename T>
+constexpr int kVector = 16 / static_cast<int>(sizeof(T));
+
 template <typename T>
 __device__ inline float entry_score(const uint32_t (&words)[kWords<T>], int e) {
   if constexpr (sizeof(T) == 4) {
@@ -737,6 +741,31 @@ __global__ void __launch_bounds__(kSampleThreads)
   TOPK_PHASE(9);
 }
 
+// One tile of the filter: this thread's words of it tested against the threshold, the warps' counts exchanged
+// through `warp_counts` (one barrier; double-buffered by the caller: the next tile's barrier separates this
+// tile's reads from the rewrite two tiles on), the candidates emitted in index order from slot `written` on.
+// prefetch() runs just before the barrier. Returns the tile's candidate count.
+template <typename T, int V, typename Prefetch, typename Emit>
+__device__ inline uint32_t filter_tile(const uint32_t (&current)[kWords<T>], float threshold, int64_t base,
+                                       uint32_t written, uint32_t* warp_counts, Prefetch prefetch,
+                                       Emit emit) {
+  const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+  const uint32_t groups = flagged_groups<T, V>(current, threshold);
+  uint32_t warp_total = 0;
+  if (__any_sync(~0u, groups != 0))
+    warp_total = __reduce_add_sync(~0u, flagged_count<T, V>(current, groups, threshold));
+  prefetch();
+  if (lane == 0) warp_counts[warp] = warp_total;
+  __syncthreads();
+  const uint32_t count = lane < kFilterWarps ? warp_counts[lane] : 0u;
+  const uint32_t tile_total = __reduce_add_sync(~0u, count);
+  if (warp_total != 0) {
+    const uint32_t position = written + __reduce_add_sync(~0u, lane < warp ? count : 0u);
+    place_flagged<T, V>(current, groups, threshold, base, position, emit);
+  }
+  return tile_total;
+}
+
 // CTA (chunk c, row r): keeps the entries >= L of scores[r, c·chunk, min(n, (c+1)·chunk)) in index order (the
 // first kCapacity of them) and counts them. The scores are read once, in coalesced tiles. L is the sample
 // kernel's (ws.lower[r]), or with kOwnSample (one-tile chunks: a third launch would cost more than the
@@ -778,30 +807,118 @@ __global__ void __launch_bounds__(kFilterThreads, 2)
   const auto emit = [&](uint32_t slot, uint32_t key, int64_t index) {
     if (slot < kCapacity) kept[slot] = make_uint2(key, static_cast<uint32_t>(index));
   };
-  const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
   uint32_t written = 0;
   int parity = 0;
   for (int64_t base = begin; base < end; base += kFilterTile) {
     uint32_t current[kWords<T>];
 #pragma unroll
     for (int w = 0; w < kWords<T>; ++w) current[w] = raw[w];
-    const uint32_t groups = flagged_groups<T, V>(current, lower_score);
-    uint32_t warp_total = 0;
-    if (__any_sync(~0u, groups != 0))
-      warp_total = __reduce_add_sync(~0u, flagged_count<T, V>(current, groups, lower_score));
-    if (base + kFilterTile < end) load_tile<T, V, kFilterThreads>(data, base + kFilterTile, end, raw);
-    // Double-buffered warp counts: a tile's are read between its barrier and the next tile's; the tile
-    // after next rewrites them only once past that next barrier.
-    if (lane == 0) warp_counts[parity][warp] = warp_total;
-    __syncthreads();
-    const uint32_t count = lane < kFilterWarps ? warp_counts[parity][lane] : 0u;
-    const uint32_t tile_total = __reduce_add_sync(~0u, count);
-    if (warp_total != 0) {
-      const uint32_t position = written + __reduce_add_sync(~0u, lane < warp ? count : 0u);
-      place_flagged<T, V>(current, groups, lower_score, base, position, emit);
-    }
-    written += tile_total;
+    const auto prefetch = [&] {
+      if (base + kFilterTile < end) load_tile<T, V, kFilterThreads>(data, base + kFilterTile, end, raw);
+    };
+    written += filter_tile<T, V>(current, lower_score, base, written, warp_counts[parity], prefetch, emit);
     parity ^= 1;
+  }
+  if (threadIdx.x == 0) ws.counts[row * gridDim.x + blockIdx.x] = written;
+  TOPK_PHASE(12);
+}
+
+// ---- aligned rows, several tiles per CTA: tiles streamed through shared memory
+// ------------------------------
+//
+// The register path keeps one tile in flight per CTA, and the next iteration needs it after a short
+// compaction: one exposed memory round trip per tile (s4r0: ~2 us per tile per CTA, BF16 and fp32 alike).
+// Here tiles go through kStages shared-memory stages by cp.async, kStages − 1 of them in flight. Each thread
+// copies its own groups (16-byte slots [stage][group][thread]) and reads them back after cp.async.wait_group,
+// so no barrier guards the data; a stage is rewritten one iteration after its reads, whose values the
+// tile's flags consumed before that iteration's barrier.
+
+template <typename T>
+constexpr int kStages = sizeof(T) == 2 ? 4 : 3;  // 64 KB (BF16) / 96 KB (fp32) per CTA, two CTAs per SM
+template <typename T>
+constexpr size_t kStreamBytes = static_cast<size_t>(kStages<T>) * kFilterTile * sizeof(T);
+
+__device__ inline void copy_async_16(void* shared_dst, const void* global_src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(
+                   static_cast<uint32_t>(__cvta_generic_to_shared(shared_dst))),
+               "l"(global_src)
+               : "memory");
+}
+__device__ inline void commit_async() {
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+template <int kPending>
+__device__ inline void wait_async() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
+}
+
+// This thread's groups of tile [base, ...) of a chunk ending at `end` into its slots of `stage`; groups past
+// the end are −∞ (aligned rows: a group lies wholly inside or wholly past the end).
+template <typename T>
+__device__ inline void copy_tile(const T* data, int64_t base, int64_t end, uint4* stage) {
+  constexpr int V = kVector<T>;
+  constexpr uint32_t kPadding = sizeof(T) == 4 ? 0xFF800000u : 0xFF80FF80u;
+  const int64_t first = base + static_cast<int64_t>(threadIdx.x >> 5) * kWarpSpan + (threadIdx.x & 31u) * V;
+#pragma unroll
+  for (int j = 0; j < kItems / V; ++j) {
+    const int64_t i = first + 32 * V * j;
+    uint4* slot = stage + j * kFilterThreads + threadIdx.x;
+    if (i < end)
+      copy_async_16(slot, data + i);
+    else
+      *slot = make_uint4(kPadding, kPadding, kPadding, kPadding);
+  }
+}
+
+// As top_k_filter_kernel<T, kVector<T>, false> (L from the sample kernel), with the tiles streamed.
+template <typename T>
+__global__ void __launch_bounds__(kFilterThreads, 2)
+    top_k_stream_kernel(const T* scores, int64_t n, int64_t chunk, FilterWorkspace ws) {
+  constexpr int V = kVector<T>;
+  constexpr int kGroups = kItems / V;
+  constexpr int kAhead = kStages<T> - 1;
+  extern __shared__ uint4 stages[];  // [kStages][kGroups][kFilterThreads]
+  __shared__ uint32_t warp_counts[2][kFilterWarps];
+  TOPK_PHASE(10);
+  asm volatile("griddepcontrol.launch_dependents;");  // the merge kernel may start (it waits for this grid)
+  const int64_t row = blockIdx.y;
+  const T* data = scores + row * n;
+  const int64_t begin = static_cast<int64_t>(blockIdx.x) * chunk;
+  const int64_t end = min(n, begin + chunk);
+  const int tiles = static_cast<int>((end - begin + kFilterTile - 1) / kFilterTile);
+  const auto stage = [&](int t) { return stages + (t % kStages<T>)*kGroups * kFilterThreads; };
+  // The first kAhead tiles go out before L is known (one commit group per tile, empty past the last).
+#pragma unroll
+  for (int t = 0; t < kAhead; ++t) {
+    if (t < tiles) copy_tile(data, begin + t * kFilterTile, end, stage(t));
+    commit_async();
+  }
+  asm volatile("griddepcontrol.wait;" ::: "memory");  // the sample grid has completed: L is in ws.lower
+  const float lower_score = threshold_score<T>(ws.lower[row]);
+  TOPK_PHASE(11);
+  uint2* kept = ws.kept + (row * gridDim.x + blockIdx.x) * static_cast<int64_t>(kCapacity);
+  const auto emit = [&](uint32_t slot, uint32_t key, int64_t index) {
+    if (slot < kCapacity) kept[slot] = make_uint2(key, static_cast<uint32_t>(index));
+  };
+  uint32_t written = 0;
+  for (int t = 0; t < tiles; ++t) {
+    if (t + kAhead < tiles)
+      copy_tile(data, begin + static_cast<int64_t>(t + kAhead) * kFilterTile, end, stage(t + kAhead));
+    commit_async();
+    wait_async<kAhead>();  // this thread's copies of tile t have landed
+    uint32_t current[kWords<T>];
+    const uint4* slots = stage(t) + threadIdx.x;
+#pragma unroll
+    for (int j = 0; j < kGroups; ++j) {
+      const uint4 v = slots[j * kFilterThreads];
+      current[4 * j] = v.x;
+      current[4 * j + 1] = v.y;
+      current[4 * j + 2] = v.z;
+      current[4 * j + 3] = v.w;
+    }
+    written += filter_tile<T, V>(
+        current, lower_score, begin + static_cast<int64_t>(t) * kFilterTile, written, warp_counts[t & 1],
+        [] {}, emit);
   }
   if (threadIdx.x == 0) ws.counts[row * gridDim.x + blockIdx.x] = written;
   TOPK_PHASE(12);
@@ -938,10 +1055,6 @@ void launch_dependent(void (*kernel)(Params...), dim3 grid, int threads, size_t 
   FKV_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args...));
 }
 
-// Entries per 16-byte vector load.
-template <typename T>
-constexpr int kVector = 16 / static_cast<int>(sizeof(T));
-
 // Every row starts on a 16-byte boundary (then every filter tile and group does).
 template <typename T>
 bool vector_aligned(const T* scores, int64_t n) {
@@ -955,6 +1068,7 @@ void launch(const T* scores, int64_t rows, int64_t n, int64_t k, int32_t* out, v
     allow_shared_memory(top_k_short_kernel<T, 1>, kShortMax * 2 * sizeof(uint32_t));
     allow_shared_memory(top_k_short_kernel<T, kVector<T>>, kShortMax * 2 * sizeof(uint32_t));
     allow_shared_memory(top_k_merge_kernel<T>, kCapacity * 2 * sizeof(uint32_t));
+    allow_shared_memory(top_k_stream_kernel<T>, kStreamBytes<T>);
     allow_shared_memory(top_k_row_kernel<T>, kMaxCachedKeys * sizeof(uint32_t));
     return true;
   }();
@@ -991,8 +1105,8 @@ void launch(const T* scores, int64_t rows, int64_t n, int64_t k, int32_t* out, v
         top_k_sample_kernel<T><<<grid_rows, kSampleThreads, 0, stream>>>(scores, n, k, ws.lower);
         FKV_CUDA_CHECK_LAUNCH();
         if (aligned)
-          launch_dependent(top_k_filter_kernel<T, kVector<T>, false>, grid, kFilterThreads, 0, stream, scores,
-                           n, k, chunk, ws);
+          launch_dependent(top_k_stream_kernel<T>, grid, kFilterThreads, kStreamBytes<T>, stream, scores, n,
+                           chunk, ws);
         else
           launch_dependent(top_k_filter_kernel<T, 1, false>, grid, kFilterThreads, 0, stream, scores, n, k,
                            chunk, ws);
