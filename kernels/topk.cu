@@ -415,6 +415,20 @@ __device__ inline float group_max(const uint32_t (&words)[kWords<T>], int j) {
   }
 }
 
+// The key of entry e (a run-time index) of group j (V > 1): the group's words picked by selects, not by an
+// index into `words` (which would put the array in local memory).
+template <typename T, int V>
+__device__ inline uint32_t group_entry_key(const uint32_t (&words)[kWords<T>], int j, int e) {
+  const int q = sizeof(T) == 4 ? e : e >> 1;  // the word of the entry within the group's four
+  const uint32_t w =
+      (q & 2) ? ((q & 1) ? words[4 * j + 3] : words[4 * j + 2]) : ((q & 1) ? words[4 * j + 1] : words[4 * j]);
+  if constexpr (sizeof(T) == 4) {
+    return order_key(__uint_as_float(w));
+  } else {
+    return order_key(__uint_as_float((e & 1) ? (w & 0xFFFF0000u) : (w << 16))) & 0xFFFF0000u;
+  }
+}
+
 // Bit s set when entry s of group j is >= the threshold score.
 template <typename T, int V>
 __device__ inline uint32_t group_flags(const uint32_t (&words)[kWords<T>], int j, float threshold) {
@@ -526,10 +540,13 @@ __device__ inline void place_flagged(const uint32_t (&words)[kWords<T>], uint32_
         before += static_cast<uint32_t>(__popc(plane & lanes_below)) << b;
         sum += static_cast<uint32_t>(__popc(plane)) << b;
       }
-      uint32_t slot = position + before;
-#pragma unroll
-      for (int s = 0; s < V; ++s) {  // static indices: `words` stays in registers
-        if ((flags >> s) & 1u) emit(slot++, entry_key<T>(words, j * V + s), group_first + s);
+      // Only the flagged entries: a loop as long as the lane's count (one or two where candidates are dense,
+      // e.g. short rows) instead of V steps.
+      uint32_t slot = position + before, rest = flags;
+      while (rest != 0) {
+        const int e = __ffs(static_cast<int>(rest)) - 1;
+        rest &= rest - 1u;
+        emit(slot++, group_entry_key<T, V>(words, j, e), group_first + e);
       }
       position += sum;
     }
