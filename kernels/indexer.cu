@@ -198,14 +198,17 @@ constexpr int kFastThreads = 128;                             // 4 warps
 constexpr int kFastTileEntries = 128;                         // entries per pipeline stage; 32 per warp
 constexpr int kKeyBytes = 68;                                 // mxfp4_key_bytes(128)
 constexpr int kFastTileBytes = kFastTileEntries * kKeyBytes;  // 8704, a multiple of 16
-// Two stages: the bulk copy of tile i + 1 has a whole tile's compute to land, which at 6-8 CTAs per SM is
+// Two stages: the bulk copy of tile i + 1 has a whole tile's compute to land, which at 7-8 CTAs per SM is
 // several microseconds; a third stage would cost CTAs per SM (shared memory) for nothing.
 constexpr int kFastStages = 2;
-// CTAs per SM the registers allow: 64 registers per thread. The narrow-term path needs ~60 live (the A
-// fragments of two m-tiles are 32), spills stay off it (the per-block path's calls spill), and the
-// issue-bound kernel gets 8 warps per scheduler instead of 4 (round 3 at 128 registers: IPC 2.3 with 1.2
-// eligible warps). Shared memory then limits it: 8 CTAs at one query row, 6 at four.
-constexpr int kFastMinCtasPerSm = 8;
+// CTAs per SM the registers allow (the issue-bound kernel had 4 warps per scheduler at 128 registers in
+// round 3: IPC 2.3 with 1.2 eligible warps). The narrow-term path needs ~60 registers live (the A
+// fragments of two m-tiles are 32). Its query B fragments (4 KB per row) come from shared memory at one
+// row: 64 registers without spills on that path, 8 CTAs (22 KB of shared memory each); at more rows
+// shared memory would allow only 6-7, so they come from global memory (the same bytes for every CTA: L1
+// hits) and the 64-bit addresses need 72 registers to stay spill-free: 7 CTAs.
+template <bool kSharedFrags>
+constexpr int kFastMinCtasPerSm = kSharedFrags ? 8 : 7;
 constexpr int kFastRows = 4;  // query rows per CTA
 constexpr int kMaxFastHeads = 64;
 constexpr int kExactSpan = 9;  // binades of scale spread the fp32 accumulation absorbs exactly
@@ -219,7 +222,18 @@ struct PreparedQueries {
   int* span;        // [n]: max over heads of the block exponent spread
   int2* terms;      // [n, heads]: {accumulator start, scaled weight bits} of the narrow-term path
   int2* key_range;  // [n]: key exponents [lo, hi] the narrow-term path takes (lo > hi: none)
+  // [n, heads / 8, 4, 32, 2]: values as the narrow-term path's B fragments (fragment_word).
+  uint32_t* frags;
 };
+
+// Fragment order of the narrow-term path's query operand: 8-byte slot (j·4 + k)·32 + l holds head j·8 + l/4,
+// channels (l%4)·32 + k·8 .. + 8 (the k order of narrow_key_fragments), so a lane's B fragment for head
+// group j and k step k is one 8-byte load. Returns the 32-bit word of a row's fragments that holds
+// channels 4c .. 4c + 3 of head `head`.
+__device__ inline int fragment_word(int head, int c) {
+  const int j = head >> 3, slot_lane = 4 * (head & 7) + (c >> 3), k = (c >> 1) & 3;
+  return ((j * 4 + k) * 32 + slot_lane) * 2 + (c & 1);
+}
 
 // One CTA per query row; warp w codes heads w and w + 32, each lane four channels (lanes 8b..8b+7 hold
 // scale block b). A row whose heads each span at most kNarrowSpan binades over their four blocks is
@@ -368,6 +382,7 @@ __global__ void __launch_bounds__(kPrepareThreads)
     const int64_t at = (row * heads + head) * kFastDim + 4 * lane;
     *reinterpret_cast<uint32_t*>(out.values + at) = values;
     *reinterpret_cast<uint32_t*>(out.negated + at) = negated;
+    out.frags[row * heads * (kFastDim / 4) + fragment_word(head, lane)] = values;
     // Lanes 0..3 write the scales of blocks 0..3 (block b's code is on lane 8b).
     const int block_code = __shfl_sync(0xFFFFFFFFu, h[i].code, 8 * (lane & 3));
     if (lane < kFastBlocks) {
@@ -829,25 +844,27 @@ __device__ __noinline__ void score_exact_entries(const FastArgs& a, const uint8_
 
 // kHeads: the head count when it is 32 (the V4.1 shape: the narrow-term loop unrolled, constant offsets),
 // else 0 (any multiple of 8 up to kMaxFastHeads, from the arguments).
-template <int kHeads>
-__global__ void __launch_bounds__(kFastThreads, kFastMinCtasPerSm)
+template <int kHeads, bool kSharedFrags>
+__global__ void __launch_bounds__(kFastThreads, kFastMinCtasPerSm<kSharedFrags>)
     fast_scores_kernel(const __grid_constant__ FastArgs a) {
   extern __shared__ __align__(16) uint8_t smem[];
+  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * a.rows_per_cta;
   const int rows_cta = a.rows_per_cta, heads = kHeads > 0 ? kHeads : a.heads, per_row = heads * kFastDim;
-  // The per-block path (rare tiles) reads the query values from global memory (L1/L2): shared memory
-  // holds what the narrow-term path reads, so four rows still fit four CTAs per SM.
-  uint8_t* stages = smem;                                                       // kFastStages tiles
-  auto* frags = reinterpret_cast<uint2*>(smem + kFastStages * kFastTileBytes);  // [rows, heads / 8, 4, 32]
-  auto* starts =
-      reinterpret_cast<int4*>(frags + rows_cta * per_row / 8);          // [rows, heads / 2]: {s0, s1, s0, s1}
-  auto* ws = reinterpret_cast<float2*>(starts + rows_cta * heads / 2);  // [rows, heads / 2]
+  // The query B fragments of the narrow-term path in shared memory or global memory (kFastMinCtasPerSm);
+  // the per-block path (rare tiles) reads the query values from global memory.
+  uint8_t* stages = smem;  // kFastStages tiles
+  const auto* global_frags = reinterpret_cast<const uint2*>(a.queries.frags) + row0 * per_row / 8;
+  auto* shared_frags =
+      reinterpret_cast<uint2*>(smem + kFastStages * kFastTileBytes);  // [rows, heads / 8, 4, 32]
+  const uint2* frags = kSharedFrags ? shared_frags : global_frags;
+  auto* starts = reinterpret_cast<int4*>(shared_frags + (kSharedFrags ? rows_cta * per_row / 8 : 0));
+  auto* ws = reinterpret_cast<float2*>(starts + rows_cta * heads / 2);   // [rows, heads / 2]
   auto* q_scales = reinterpret_cast<float*>(ws + rows_cta * heads / 2);  // [rows, heads, 4]
   float* weights = q_scales + rows_cta * heads * kFastBlocks;            // [rows, heads]
   __shared__ int row_fast[kFastRows], row_span[kFastRows];
   __shared__ int2 row_range[kFastRows];
   __shared__ int64_t row_visible[kFastRows];
   __shared__ __align__(8) uint64_t stage_full[kFastStages];  // bulk copy of the stage's tile complete
-  const int64_t row0 = static_cast<int64_t>(blockIdx.y) * rows_cta;
   const int rows = static_cast<int>(min(static_cast<int64_t>(rows_cta), a.n - row0));
   const int64_t tiles = (a.count + kFastTileEntries - 1) / kFastTileEntries;
   // Prologue: the first kFastStages - 1 tiles of this CTA in flight (keys are inputs, not the preparation
@@ -861,13 +878,9 @@ __global__ void __launch_bounds__(kFastThreads, kFastMinCtasPerSm)
     }
   }
   wait_for_previous_grid();
-  // Fragment order: slot ((r·heads/8 + j)·4 + k)·32 + lane holds head j·8 + lane/4, channels
-  // (lane%4)·32 + k·8 .. + 8 (the k order of narrow_key_fragments).
-  for (int i = threadIdx.x; i < rows * per_row / 8; i += kFastThreads) {
-    const int lane = i & 31, k = (i >> 5) & 3, j = i >> 7;  // j counts over rows too
-    const int head = j * 8 + (lane >> 2);                   // row-major over (row, head)
-    frags[i] = *reinterpret_cast<const uint2*>(a.queries.values + row0 * per_row + head * kFastDim +
-                                               (lane & 3) * 32 + k * 8);
+  if constexpr (kSharedFrags) {
+    for (int i = threadIdx.x; i < rows * per_row / 16; i += kFastThreads)
+      reinterpret_cast<uint4*>(shared_frags)[i] = reinterpret_cast<const uint4*>(global_frags)[i];
   }
   for (int i = threadIdx.x; i < rows * heads / 2; i += kFastThreads) {
     const int2 even = a.queries.terms[row0 * heads + 2 * i], odd = a.queries.terms[row0 * heads + 2 * i + 1];
@@ -933,11 +946,12 @@ __global__ void __launch_bounds__(kFastThreads, kFastMinCtasPerSm)
   }
 }
 
-size_t fast_scores_smem(int heads, int rows_per_cta) {
-  // Stages, then per row: fragments (128 B per head), starts (8 B per head), scaled weights (4 B),
-  // block scales (16 B) and weights (4 B).
+size_t fast_scores_smem(int heads, int rows_per_cta, bool shared_frags) {
+  // Stages, then per row: fragments (128 B per head, if in shared memory), starts (8 B per head), scaled
+  // weights (4 B), block scales (16 B) and weights (4 B).
   return static_cast<size_t>(kFastStages) * kFastTileBytes +
-         static_cast<size_t>(rows_per_cta) * heads * (kFastDim + 8 + 4 + 4 * (kFastBlocks + 1));
+         static_cast<size_t>(rows_per_cta) * heads *
+             ((shared_frags ? kFastDim : 0) + 8 + 4 + 4 * (kFastBlocks + 1));
 }
 
 bool fast_path_applies(const IndexScoringArgs& args) {
@@ -948,7 +962,8 @@ bool fast_path_applies(const IndexScoringArgs& args) {
 }
 
 struct PreparedLayout {
-  size_t values = 0, negated = 0, scales = 0, fast = 0, span = 0, terms = 0, key_range = 0, total = 0;
+  size_t values = 0, negated = 0, scales = 0, fast = 0, span = 0, terms = 0, key_range = 0, frags = 0,
+         total = 0;
 };
 
 PreparedLayout prepared_layout(int64_t n, int heads) {
@@ -961,17 +976,18 @@ PreparedLayout prepared_layout(int64_t n, int heads) {
   l.span = l.fast + round(static_cast<size_t>(n) * sizeof(int));
   l.terms = l.span + round(static_cast<size_t>(n) * sizeof(int));
   l.key_range = l.terms + round(static_cast<size_t>(n) * heads * sizeof(int2));
-  l.total = l.key_range + round(static_cast<size_t>(n) * sizeof(int2));
+  l.frags = l.key_range + round(static_cast<size_t>(n) * sizeof(int2));
+  l.total = l.frags + round(values);
   return l;
 }
 
 PreparedQueries prepared_in(void* workspace, int64_t n, int heads) {
   const PreparedLayout l = prepared_layout(n, heads);
   auto* p = static_cast<uint8_t*>(workspace);
-  return {reinterpret_cast<int8_t*>(p + l.values), reinterpret_cast<int8_t*>(p + l.negated),
-          reinterpret_cast<float*>(p + l.scales),  reinterpret_cast<int*>(p + l.fast),
-          reinterpret_cast<int*>(p + l.span),      reinterpret_cast<int2*>(p + l.terms),
-          reinterpret_cast<int2*>(p + l.key_range)};
+  return {reinterpret_cast<int8_t*>(p + l.values),  reinterpret_cast<int8_t*>(p + l.negated),
+          reinterpret_cast<float*>(p + l.scales),   reinterpret_cast<int*>(p + l.fast),
+          reinterpret_cast<int*>(p + l.span),       reinterpret_cast<int2*>(p + l.terms),
+          reinterpret_cast<int2*>(p + l.key_range), reinterpret_cast<uint32_t*>(p + l.frags)};
 }
 
 void launch_fast_scores(const IndexScoringArgs& args, void* workspace, cudaStream_t stream) {
@@ -980,19 +996,23 @@ void launch_fast_scores(const IndexScoringArgs& args, void* workspace, cudaStrea
       args.queries, args.head_weights, args.heads, prepared);
   FKV_CUDA_CHECK_LAUNCH();
   const int rows_per_cta = static_cast<int>(std::min<int64_t>(args.n, kFastRows));
-  const size_t smem = fast_scores_smem(args.heads, rows_per_cta);
   constexpr int kShapeHeads = 32;  // the V4.1 indexer
-  const auto kernel = args.heads == kShapeHeads ? fast_scores_kernel<kShapeHeads> : fast_scores_kernel<0>;
+  // Kernels: 32 heads at one row (B fragments in shared memory), 32 heads at more rows, other head counts.
+  const bool shape = args.heads == kShapeHeads, shared_frags = shape && rows_per_cta == 1;
+  const size_t smem = fast_scores_smem(args.heads, rows_per_cta, shared_frags);
+  const auto kernel = shared_frags ? fast_scores_kernel<kShapeHeads, true>
+                      : shape      ? fast_scores_kernel<kShapeHeads, false>
+                                   : fast_scores_kernel<0, false>;
   static const bool configured = [] {
-    const int limit = static_cast<int>(fast_scores_smem(kMaxFastHeads, kFastRows));
-    FKV_CUDA_CHECK(
-        cudaFuncSetAttribute(fast_scores_kernel<0>, cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
-    FKV_CUDA_CHECK(cudaFuncSetAttribute(fast_scores_kernel<kShapeHeads>,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
+    const int limit = static_cast<int>(fast_scores_smem(kMaxFastHeads, kFastRows, false));
+    for (const auto k : {fast_scores_kernel<kShapeHeads, true>, fast_scores_kernel<kShapeHeads, false>,
+                         fast_scores_kernel<0, false>})
+      FKV_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
     return true;
   }();
   (void)configured;
-  // Resident CTAs per SM, remembered per (rows, heads / 8) and thread: no occupancy query per call.
+  // Resident CTAs per SM, remembered per (rows, heads / 8) and thread: no occupancy query per call (the
+  // kernel is a function of those).
   thread_local int resident[kFastRows + 1][kMaxFastHeads / 8 + 1] = {};
   int& blocks_per_sm = resident[rows_per_cta][args.heads / 8];
   if (blocks_per_sm == 0) {

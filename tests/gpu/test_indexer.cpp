@@ -183,6 +183,7 @@ TEST_CASE("gpu index scores are bit-identical to the CPU backend's", "[gpu][inde
   // binades send the tiles whose exponents leave the path's normal range (or the narrow range) to the
   // per-block path within one row; four rows of different visibility in one pass.
   check_scores(4, 32, 128, 3001, ScoreCase{true, false, 0, 0, 0, 0, true}, ++s);
+  check_scores(1, 32, 128, 3001, ScoreCase{true, false, 0, 0, -40, -100}, ++s);
   check_scores(3, 32, 128, 3001, ScoreCase{true, false, 0, 0, -40, -100}, ++s);
   check_scores(3, 32, 128, 3001, ScoreCase{true, false, 0, 0, 40, 80}, ++s);
   check_scores(4, 64, 128, 1000, ScoreCase{true, false, 0, 0, 0, 0, true}, ++s);
@@ -191,6 +192,7 @@ TEST_CASE("gpu index scores are bit-identical to the CPU backend's", "[gpu][inde
   // does not decide the BF16 rounding) forced for every entry, with an un-quantized row, and with the
   // head count from the arguments.
   check_scores(4, 32, 128, 3001, ScoreCase{true, true, 0, 0, 0, 0, false, true}, ++s);
+  check_scores(1, 32, 128, 3001, ScoreCase{true, false, 0, 0, 0, 0, true, true}, ++s);  // one row: own kernel
   check_scores(3, 32, 128, 2000, ScoreCase{true, false, 0, 0, 0, 0, true, true}, ++s);
   check_scores(2, 64, 128, 1000, ScoreCase{true, false, 0, 0, 0, 0, true, true}, ++s);
 }
