@@ -1824,10 +1824,10 @@ size_t sparse_attention_workspace_bytes(int64_t n, int window_cap, int topk) {
 SparseAttentionVariant sparse_attention_auto_variant(int64_t n) {
   // elsewhere than sm_90a every variant runs the mma.sync kernel
   if (!runs_sm90a_code()) return SparseAttentionVariant::kMmaSync;
-  // measured on the H200 (2026-11-29, round 4): split keys is faster up to 16 rows (b1 40 us vs 105 us),
-  // one CTA per row with wgmma from 32 rows on
-  if (n <= 16) return SparseAttentionVariant::kSplitKeys;
-  return SparseAttentionVariant::kWgmma;
+  // measured on the H200 (2026-11-29, round s4r0): split keys up to 8 rows (b8 42.7 us vs kOnline 58.1),
+  // kOnline from 16 rows (b16 58.7 us vs split keys 69.9, kWgmma 81.3; b128 65.2 vs kWgmma 86.7)
+  if (n <= 8) return SparseAttentionVariant::kSplitKeys;
+  return SparseAttentionVariant::kOnline;
 }
 
 void sparse_attention(const SparseAttentionArgs& args, cudaStream_t stream, SparseAttentionVariant variant) {

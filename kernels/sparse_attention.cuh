@@ -71,7 +71,8 @@ size_t sparse_attention_workspace_bytes(int64_t n, int window_cap, int topk);
 // Implementation choice; every variant computes the same function (the GPU test runs each against the CPU),
 // the kOnline* ones within a looser bound.
 enum class SparseAttentionVariant {
-  kAuto,    // measured fastest: kSplitKeys up to 16 rows, kWgmma above (H200, 2026-11-29)
+  kAuto,  // measured fastest (H200, 2026-11-29): kSplitKeys up to 8 rows (faithful order), kOnline above
+          // (its bound) — so CudaBackend's numerics depend on the row count (sparse_attention_auto_variant)
   kWgmma,   // one CTA per row, warpgroup wgmma (sm_90a): Q and P from registers, K/V tiles by descriptor
   kOnline,  // one CTA per row, single pass (each key tile decoded once), online softmax: P is rounded to
             // BF16 before normalisation, so NOT the faithful order — within the bound that

@@ -248,7 +248,9 @@ class Backend {
   // ---- sparse attention (sparse_attention.cpp)
   // ---------------------------------------------------------------- §5.7 out[n, heads·head_dim]: one softmax
   // per head over visible window rows ∪ selected entries plus the sink in the denominator; V = K. Faithful:
-  // probabilities fp32 then BF16, output BF16.
+  // probabilities fp32 then BF16, output BF16. (The CUDA backend's kernel for more than 8 query rows rounds
+  // the probabilities before normalising them — one pass, online softmax — and stays within the per-element
+  // bound of kernels/sparse_attention.cuh, kOnline, instead.)
   virtual void sparse_attention(const SparseAttention& problem, Matrix out, Rounding rounding) const = 0;
 
   // ---- output projection (output_projection.cpp)
