@@ -63,6 +63,7 @@ constexpr uint32_t kMidpointMargin = 8;
 // registers and moves.
 constexpr unsigned kAblateRope = 1, kAblateNormFallback = 4, kAblateNormAndRope = 8;
 constexpr unsigned kAblateUncappedRegisters = 16;  // all three kernels, records still valid
+constexpr unsigned kWindow80Registers = 32;        // the window kernel (dim 512, faithful) at 3 CTAs per SM
 unsigned g_window_ablation = 0;
 
 // ---- row loads and stores -------------------------------------------------------------------------------
@@ -341,6 +342,24 @@ __device__ bool norm_estimate_declined(float estimate) {
   return !(fabsf(estimate) >= 0x1p-60f) || offset <= ((2 * kMidpointMargin) << 16 | 0xffffu);
 }
 
+// norm_estimate_declined for any of a lane's estimates, as two running keys: the midpoint offset above (its
+// minimum) and |e|'s bits from 2^-60 up (their maximum: below 2^-60 they wrap past the top, and 2^127 and up,
+// Inf and NaN also land there; no estimate reaches 2^65). One shift-add and half a 3-input min or max per
+// key and estimate, ~3 instructions instead of ~3.5 with a predicate chain.
+struct DeclineKeys {
+  static constexpr uint32_t kTiny = 0x21800000u << 1;  // 2^-60, bits << 1
+  uint32_t near = 0xffffffffu;
+  uint32_t range = 0;
+  __device__ void add(float estimate) {
+    const uint32_t bits = __float_as_uint(estimate);
+    near = min(near, (bits << 16) - ((0x8000u - kMidpointMargin) << 16));
+    range = max(range, (bits << 1) - kTiny);
+  }
+  __device__ bool declined() const {
+    return near <= ((2 * kMidpointMargin) << 16 | 0xffffu) || range >= (0x7f000000u << 1) - kTiny;
+  }
+};
+
 // Whether this lane's 16 norm weights are finite and below 2^60 in magnitude (once per kernel).
 __device__ bool lane_weights_bounded(const float* weight, int lane_in_row) {
   const float4* w4 = reinterpret_cast<const float4*>(weight + lane_in_row * kChannels);
@@ -389,6 +408,59 @@ __device__ __noinline__ uint32_t double_norm_bf16(float x, float w, double inver
   return bf16x2_bits(f, 0.0f) & 0xffffu;
 }
 
+// The declined channels of a faithful row, replaced in `packed` (the fast path's BF16 pairs): a double
+// estimate from the any-order mean square decides nearly all of them; the few it leaves open take the CPU's
+// double expression with the CPU's exact Σx². All lanes of the warp call it when any lane declined (the
+// exact sum shuffles across the row). Out of line: inlined, its doubles and the ordered sum shaped the whole
+// row loop's register allocation (GPU round s4r1: the window kernel compiled without it ran at 54% of copy,
+// 56 registers and no spills; with it, capped at 64 registers, spilling in the hot path, at 39%). The
+// lane's channels come from `reload` (a value copy of the slot's address or of the pooled values).
+// A lane's BF16 pairs by value (a reference would put the caller's array in local memory).
+struct PackedPairs {
+  uint32_t w[kChannels / 2];
+};
+
+template <int kLanes, typename Reload>
+__device__ __noinline__ PackedPairs rms_norm_fallback(PackedPairs pairs, const Reload reload,
+                                                      const float* weight, bool weights_bounded, double eps,
+                                                      int dim, int lane_in_row, int first_lane,
+                                                      int significand_bits, bool declined, double any_order,
+                                                      float inverse_root) {
+  uint32_t(&packed)[kChannels / 2] = pairs.w;
+  const double inverse_root_d = __drcp_rn(__dsqrt_rn(mean_square_of(any_order, dim, eps)));
+  float y[kChannels];
+  reload(y);
+  uint32_t open = 0;  // bit i: channel i needs the exact path
+  if (declined) {
+#pragma unroll
+    for (int i = 0; i < kChannels; ++i) {
+      const float w = __ldg(weight + lane_in_row * kChannels + i);
+      if (!weights_bounded || norm_estimate_declined(norm_estimate(y[i], w, inverse_root))) {
+        const uint32_t bits = double_norm_bf16(y[i], w, inverse_root_d);
+        if (bits != kNormOpen) {
+          packed[i / 2] =
+              i % 2 == 0 ? (packed[i / 2] & 0xffff0000u) | bits : (packed[i / 2] & 0xffffu) | (bits << 16);
+        } else {
+          open |= 1u << i;
+        }
+      }
+    }
+  }
+  if (__any_sync(kFullMask, open != 0)) {
+    const double mean_square =
+        mean_square_of(exact_sum_of_squares<kLanes>(y, any_order, first_lane, significand_bits), dim, eps);
+#pragma unroll
+    for (int i = 0; i < kChannels; ++i) {
+      if (open & (1u << i)) {
+        const uint32_t bits = cpu_norm_bf16(y[i], __ldg(weight + lane_in_row * kChannels + i), mean_square);
+        packed[i / 2] =
+            i % 2 == 0 ? (packed[i / 2] & 0xffff0000u) | bits : (packed[i / 2] & 0xffffu) | (bits << 16);
+      }
+    }
+  }
+  return pairs;
+}
+
 // Faithful rows: the fast path needs Σx² only to fp32 accuracy (the any-order double sum is within 2^-44 of
 // the CPU's, which the margin absorbs), so the CPU's exact sum is formed only for rows where some channel
 // declined it (about one in eight).
@@ -420,7 +492,7 @@ __device__ void rms_norm_chunk(const float (&x)[kChannels], const Reload& reload
     const float inverse_root = mean_square_f >= 0x1p-120f && mean_square_f <= 0x1p120f
                                    ? reciprocal_sqrt(mean_square_f)
                                    : __int_as_float(0x7fffffff);
-    bool declined = !weights_bounded;
+    DeclineKeys keys;
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
       const float4 w = __ldg(w4 + q);
@@ -429,46 +501,21 @@ __device__ void rms_norm_chunk(const float (&x)[kChannels], const Reload& reload
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         e[i] = norm_estimate(x[4 * q + i], ws[i], inverse_root);
-        declined |= norm_estimate_declined(e[i]);
+        keys.add(e[i]);
       }
       packed[2 * q] = bf16x2_bits(e[0], e[1]);
       packed[2 * q + 1] = bf16x2_bits(e[2], e[3]);
     }
-    // Declined channels: a double estimate from the any-order mean square decides nearly all of them; the
-    // few it leaves open take the CPU's double expression with the CPU's exact Σx².
+    const bool declined = !weights_bounded || keys.declined();
+    // Declined channels: out of line (rms_norm_fallback), on a copy of the pairs.
     if (__any_sync(kFullMask, declined) && !(ablate & kAblateNormFallback)) {
-      const double inverse_root_d = __drcp_rn(__dsqrt_rn(mean_square_of(any_order, dim, eps)));
-      float y[kChannels];
-      reload(y);
-      uint32_t open = 0;  // bit i: channel i needs the exact path
-      if (declined) {
+      PackedPairs words;
 #pragma unroll
-        for (int i = 0; i < kChannels; ++i) {
-          const float w = __ldg(weight + lane_in_row * kChannels + i);
-          if (!weights_bounded || norm_estimate_declined(norm_estimate(y[i], w, inverse_root))) {
-            const uint32_t bits = double_norm_bf16(y[i], w, inverse_root_d);
-            if (bits != kNormOpen) {
-              packed[i / 2] = i % 2 == 0 ? (packed[i / 2] & 0xffff0000u) | bits
-                                         : (packed[i / 2] & 0xffffu) | (bits << 16);
-            } else {
-              open |= 1u << i;
-            }
-          }
-        }
-      }
-      if (__any_sync(kFullMask, open != 0)) {
-        const double mean_square = mean_square_of(
-            exact_sum_of_squares<kLanes>(y, any_order, first_lane, significand_bits), dim, eps);
+      for (int k = 0; k < kChannels / 2; ++k) words.w[k] = packed[k];
+      words = rms_norm_fallback<kLanes>(words, reload, weight, weights_bounded, eps, dim, lane_in_row,
+                                        first_lane, significand_bits, declined, any_order, inverse_root);
 #pragma unroll
-        for (int i = 0; i < kChannels; ++i) {
-          if (open & (1u << i)) {
-            const uint32_t bits =
-                cpu_norm_bf16(y[i], __ldg(weight + lane_in_row * kChannels + i), mean_square);
-            packed[i / 2] =
-                i % 2 == 0 ? (packed[i / 2] & 0xffff0000u) | bits : (packed[i / 2] & 0xffffu) | (bits << 16);
-          }
-        }
-      }
+      for (int k = 0; k < kChannels / 2; ++k) packed[k] = words.w[k];
     }
   }
 }
@@ -779,12 +826,21 @@ __device__ void rope_chunk(ChannelPair<kFaithful> (&pairs)[kChannels / 2], int64
     }
   }
   __syncwarp();
-  for (int p = rl.lane_in_row; p < rl.pairs; p += kLanes) {
+  const auto rotate = [&](int p) {
     if constexpr (kFaithful) {
       rl.table[p] = rotate_pair(rl.table[p], __ll2float_rn(position), rl.freqs->f32[p], rl.freqs->sin_cos);
     } else {
       rl.table[p] = rotate_pair(rl.table[p], static_cast<double>(position), rl.freqs->f64[p]);
     }
+  };
+  // The largest rope_dim a row allows (64 for the V4 rows) unrolled: the independent cos/sin chains of a
+  // lane's pairs interleave, and no loop runs.
+  constexpr int kMaxPairs = kLanes * kChannels / 2 < 32 ? kLanes * kChannels / 2 : 32;
+  if (rl.pairs == kMaxPairs) {
+#pragma unroll
+    for (int j = 0; j < kMaxPairs / kLanes; ++j) rotate(rl.lane_in_row + j * kLanes);
+  } else {
+    for (int p = rl.lane_in_row; p < rl.pairs; p += kLanes) rotate(p);
   }
   __syncwarp();
   if (rl.owner) {
@@ -1107,7 +1163,7 @@ __device__ void for_each_typed_input_row(int64_t n, const void* data, InputRing<
     float x[kChannels];
     unpack_chunk(chunk, kType, x);
     // The row's channels again, from the slot (for rare paths: x need not stay live across the body).
-    const auto reload = [&](float(&again)[kChannels]) {
+    const auto reload = [=](float(&again)[kChannels]) {
       RawChunk raw;
 #pragma unroll
       for (int u = 0; u < 4; ++u)
@@ -1212,7 +1268,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
   for_each_row<kDim>(count, [&](int64_t index, bool active, const RowLanes<kDim>& lanes) {
     float x[kChannels];
     pool_entry_chunk<kFaithful>(a, 2 * (first + index) - a.start, kDim, lanes.lane_in_row, x);
-    const auto copy = [&](float(&again)[kChannels]) {  // the pooled values stay live
+    const auto copy = [=](float(&again)[kChannels]) {  // the pooled values stay live
 #pragma unroll
       for (int i = 0; i < kChannels; ++i) again[i] = x[i];
     };
@@ -1323,6 +1379,7 @@ struct WindowKernels {
         default:
           break;
       }
+      if (g_window_ablation & kWindow80Registers) return window_write_kernel<kDim, kFaithful, 3>;
     }
     return uncapped_registers() ? window_write_kernel<kDim, kFaithful, 1>
                                 : window_write_kernel<kDim, kFaithful, kWindowCtasPerSm>;
