@@ -198,17 +198,15 @@ constexpr int kFastThreads = 128;                             // 4 warps
 constexpr int kFastTileEntries = 128;                         // entries per pipeline stage; 32 per warp
 constexpr int kKeyBytes = 68;                                 // mxfp4_key_bytes(128)
 constexpr int kFastTileBytes = kFastTileEntries * kKeyBytes;  // 8704, a multiple of 16
-// Two stages: the bulk copy of tile i + 1 has a whole tile's compute to land, which at 7-8 CTAs per SM is
-// several microseconds; a third stage would cost CTAs per SM (shared memory) for nothing.
-constexpr int kFastStages = 2;
-// CTAs per SM the registers allow (the issue-bound kernel had 4 warps per scheduler at 128 registers in
-// round 3: IPC 2.3 with 1.2 eligible warps). The narrow-term path needs ~60 registers live (the A
-// fragments of two m-tiles are 32). Its query B fragments (4 KB per row) come from shared memory at one
-// row: 64 registers without spills on that path, 8 CTAs (22 KB of shared memory each); at more rows
-// shared memory would allow only 6-7, so they come from global memory (the same bytes for every CTA: L1
-// hits) and the 64-bit addresses need 72 registers to stay spill-free: 7 CTAs.
+constexpr int kFastStages = 3;
+// CTAs per SM the registers allow. Default: 128 registers, 4 CTAs, the query B fragments of the
+// narrow-term path (4 KB per row) in shared memory. s4r1 measured 64 registers / 8 CTAs (2 stages) slower
+// than that at every shape (1M b1 59.1 vs 55.9 us, 64K b1 16.9 vs 14.2: spill reloads and longer
+// dependency chains per warp; L1, which holds the spills, shrinks to ~40 KB next to 8 CTAs' shared
+// memory). The benchmark compares it with 6 CTAs (80 registers, B fragments read from global memory: the
+// same bytes for every CTA, L1 hits; no spills on the narrow-term loop), IndexScoringArgs::wide_occupancy.
 template <bool kSharedFrags>
-constexpr int kFastMinCtasPerSm = kSharedFrags ? 8 : 7;
+constexpr int kFastMinCtasPerSm = kSharedFrags ? 4 : 6;
 constexpr int kFastRows = 4;  // query rows per CTA
 constexpr int kMaxFastHeads = 64;
 constexpr int kExactSpan = 9;  // binades of scale spread the fp32 accumulation absorbs exactly
@@ -997,24 +995,23 @@ void launch_fast_scores(const IndexScoringArgs& args, void* workspace, cudaStrea
   FKV_CUDA_CHECK_LAUNCH();
   const int rows_per_cta = static_cast<int>(std::min<int64_t>(args.n, kFastRows));
   constexpr int kShapeHeads = 32;  // the V4.1 indexer
-  // Kernels: 32 heads at one row (B fragments in shared memory), 32 heads at more rows, other head counts.
-  const bool shape = args.heads == kShapeHeads, shared_frags = shape && rows_per_cta == 1;
+  // Kernels: 32 heads (4 or, as asked, 6 CTAs per SM), other head counts (4 CTAs per SM).
+  const bool shape = args.heads == kShapeHeads, shared_frags = !(shape && args.wide_occupancy);
   const size_t smem = fast_scores_smem(args.heads, rows_per_cta, shared_frags);
-  const auto kernel = shared_frags ? fast_scores_kernel<kShapeHeads, true>
-                      : shape      ? fast_scores_kernel<kShapeHeads, false>
-                                   : fast_scores_kernel<0, false>;
+  const auto kernel = !shape         ? fast_scores_kernel<0, true>
+                      : shared_frags ? fast_scores_kernel<kShapeHeads, true>
+                                     : fast_scores_kernel<kShapeHeads, false>;
   static const bool configured = [] {
-    const int limit = static_cast<int>(fast_scores_smem(kMaxFastHeads, kFastRows, false));
+    const int limit = static_cast<int>(fast_scores_smem(kMaxFastHeads, kFastRows, true));
     for (const auto k : {fast_scores_kernel<kShapeHeads, true>, fast_scores_kernel<kShapeHeads, false>,
-                         fast_scores_kernel<0, false>})
+                         fast_scores_kernel<0, true>})
       FKV_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
     return true;
   }();
   (void)configured;
-  // Resident CTAs per SM, remembered per (rows, heads / 8) and thread: no occupancy query per call (the
-  // kernel is a function of those).
-  thread_local int resident[kFastRows + 1][kMaxFastHeads / 8 + 1] = {};
-  int& blocks_per_sm = resident[rows_per_cta][args.heads / 8];
+  // Resident CTAs per SM, remembered per (kernel, rows, heads / 8) and thread: no occupancy query per call.
+  thread_local int resident[2][kFastRows + 1][kMaxFastHeads / 8 + 1] = {};
+  int& blocks_per_sm = resident[shared_frags][rows_per_cta][args.heads / 8];
   if (blocks_per_sm == 0) {
     FKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kernel, kFastThreads, smem));
     blocks_per_sm = std::max(blocks_per_sm, 1);
