@@ -1125,6 +1125,23 @@ __device__ inline void issue_qk_shared(float (&acc)[32], uint32_t q_base, uint32
   wgmma_commit();
 }
 
+// S = Q·Kᵀ for the tile at `tile_base` as two accumulator chains, channels [0, 256) into `lower` and
+// [256, 512) into `upper`, their steps interleaved so that each waits only for its own predecessor.
+__device__ inline void issue_qk_two_chains(float (&lower)[32], float (&upper)[32], uint32_t q_base,
+                                           uint32_t tile_base) {
+  wgmma_fence();
+#pragma unroll
+  for (int ks = 0; ks < 16; ++ks) {
+    const auto low = static_cast<uint32_t>((ks / 4) * kSlabBytes + (ks % 4) * 32);
+    const auto high = low + 4 * kSlabBytes;
+    wgmma_m64n64k16_ss(lower, sw128_descriptor(q_base + low, 16, 1024),
+                       sw128_descriptor(tile_base + low, 16, 1024), ks > 0 ? 1 : 0);
+    wgmma_m64n64k16_ss(upper, sw128_descriptor(q_base + high, 16, 1024),
+                       sw128_descriptor(tile_base + high, 16, 1024), ks > 0 ? 1 : 0);
+  }
+  wgmma_commit();
+}
+
 // The running softmax state of this thread's two head rows (g and g + 8 of its warp's 16).
 struct OnlineRows {
   float max[2];  // base-2 logits; start at the sink's
@@ -1341,7 +1358,7 @@ __device__ inline void barrier_arrive(int id, int count) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
 
-// Per-thread register budget of the calling warpgroup (sm_90a): 128·(216 + 160 + 128) = the 384 threads' 168
+// Per-thread register budget of the calling warpgroup (sm_90a): 128·(224 + 160 + 120) = the 384 threads' 168
 // each at launch.
 template <int kRegisters>
 __device__ inline void registers_increase() {
@@ -1371,15 +1388,15 @@ struct SpecializedLayout {
   float* sinks2;     // [64] base-2 sink logits
 };
 
-// Decodes the tiles quarter by quarter (4 chunks per thread) with the records of the quarter three ahead
-// loaded as soon as one is decoded: every load has two quarters of decoding (or the wait for a free buffer)
-// to land, and three quarters of records are held (a whole tile's spilled the producer's 128 registers).
+// Decodes the tiles quarter by quarter (4 chunks per thread) with the records of the quarter two ahead
+// loaded as soon as one is decoded: every load has a quarter's decoding (or the wait for a free buffer) to
+// land, and two quarters of records are held (three spilled the producer's 120 registers, which warpgroup 0's
+// two Q·Kᵀ accumulator chains left it).
 __device__ void specialized_producer(const Layout& s, const KeySource& src, int tiles, uint8_t* buffers) {
   TileRecords<kTileKeys, 128> records;
   if (tiles > 0) {
     load_tile<kTileKeys, 0, 4>(s, src, 0, records);
     load_tile<kTileKeys, 4, 8>(s, src, 0, records);
-    load_tile<kTileKeys, 8, 12>(s, src, 0, records);
   }
   for (int tile = 0; tile < tiles; ++tile) {
     const int b = tile & 1;
@@ -1390,13 +1407,13 @@ __device__ void specialized_producer(const Layout& s, const KeySource& src, int 
     };
     const bool more = tile + 1 < tiles;
     decode_tile<kTileKeys, true, 0, 4>(src, tile, records, store);
-    load_tile<kTileKeys, 12, 16>(s, src, tile, records);
+    load_tile<kTileKeys, 8, 12>(s, src, tile, records);
     decode_tile<kTileKeys, true, 4, 8>(src, tile, records, store);
-    if (more) load_tile<kTileKeys, 0, 4>(s, src, tile + 1, records);
+    load_tile<kTileKeys, 12, 16>(s, src, tile, records);
     decode_tile<kTileKeys, true, 8, 12>(src, tile, records, store);
-    if (more) load_tile<kTileKeys, 4, 8>(s, src, tile + 1, records);
+    if (more) load_tile<kTileKeys, 0, 4>(s, src, tile + 1, records);
     decode_tile<kTileKeys, true, 12, 16>(src, tile, records, store);
-    if (more) load_tile<kTileKeys, 8, 12>(s, src, tile + 1, records);
+    if (more) load_tile<kTileKeys, 4, 8>(s, src, tile + 1, records);
     fence_proxy_async();  // the consumers read the tile through the async proxy
     barrier_arrive(kBarrierFull0 + b, 256);
   }
@@ -1432,11 +1449,17 @@ __device__ void specialized_softmax_group(const Layout& s, const SpecializedLayo
     tile_mark(s, tile, 10);
     barrier_sync(kBarrierFull0 + b, 256);
     tile_mark(s, tile, 11);
-    float acc[32];
+    // two independent accumulator chains (channels 0-255 and 256-511), issued alternately: one chain of 32
+    // dependent m64n64k16 steps took 4-6K cycles (round s4r1: each step waits for the previous one's
+    // accumulators, ~130-190 cycles, against 32 cycles of tensor work)
+    float acc[32], upper[32];
 #pragma unroll
-    for (int i = 0; i < 32; ++i) acc[i] = 0.0f;
-    issue_qk_shared<32>(acc, q_base, buffer, 0);
+    for (int i = 0; i < 32; ++i) acc[i] = upper[i] = 0.0f;
+    issue_qk_two_chains(acc, upper, q_base, buffer);
     wait_wgmma(acc);
+    wait_wgmma(upper);
+#pragma unroll
+    for (int i = 0; i < 32; ++i) acc[i] += upper[i];
     tile_mark(s, tile, 12);
     uint32_t pa[4][4];
     float alpha[2];
@@ -1561,10 +1584,10 @@ __global__ void __launch_bounds__(kSpecializedThreads, 1)
   uint16_t* out_row = args.out + row * kHeads * kDim;
   const int group = static_cast<int>(threadIdx.x) / 128;
   if (group == 2) {
-    registers_decrease<128>();
+    registers_decrease<120>();
     specialized_producer(s, src, tiles, l.buffers);
   } else if (group == 0) {
-    registers_increase<216>();
+    registers_increase<224>();
     specialized_softmax_group(s, l, src, tiles, scale2, out_row);
     profile_point(args.profile, 4);
   } else {
