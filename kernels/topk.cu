@@ -341,10 +341,7 @@ __device__ uint32_t rank_bucket(const uint32_t* hist, uint32_t rank) {
 
 // ---- candidates in index order ------------------------------------------------------------------------
 
-// Tiles are read warp by warp: warp w takes kWarpSpan consecutive entries as kItems coalesced rows of 32,
-// so a tile's index order is (warp, item, lane) and each warp orders its candidates with ballots alone.
-constexpr int kItems = 16;
-constexpr int kWarpSpan = 32 * kItems;
+constexpr int kItems = 16;  // entries per thread in a tile
 
 // The score whose order key is `key` (a valid key): x >= key_score(L) exactly when order_key(x) >= L, NaN
 // comparing false like its −∞ key (the key 0x7FFFFFFF of −0, never produced, reads as x >= 0).
@@ -359,15 +356,15 @@ __device__ inline float threshold_score(uint32_t lower) {
   return key_score(sizeof(T) == 2 ? (lower + 0xFFFFu) & 0xFFFF0000u : lower);
 }
 
-// ---- tiles in registers: warp rows of V-entry groups in packed 32-bit words -------------------------------
+// ---- tiles in registers: kItems consecutive entries per thread in packed 32-bit words
+// ----------------------
 //
-// Thread (warp w, lane l) of a CTA of kThreads holds kItems entries of a tile (kThreads · kItems entries) as
-// kItems / V groups of V consecutive entries: group j is entries tile_first + j·32·V + [0, V), tile_first =
-// base + w·kWarpSpan + l·V, so a tile's index order is (warp, group, lane, entry). V = 16 bytes / sizeof(T)
-// when the row is 16-byte aligned (one vector load per group: 4 fp32 or 8 BF16), else 1 (scalar loads). Entry
-// e of the thread (e = j·V + s) lives in word e·sizeof(T)/4 of `words` (BF16: the low half for even e, as a
-// vector load puts it). A group is tested by its max (one comparison per group; NaN never wins a max); only
-// warps with a flagged group look at entries.
+// Thread t of a CTA of kThreads holds entries base + t·kItems + [0, kItems) of a tile (kThreads · kItems
+// entries), so a tile's index order is thread order: a thread's candidates are placed by one exclusive scan
+// of the threads' counts. Entry e lives in word e·sizeof(T)/4 of `words` (BF16: the low half for even e, as
+// a vector load puts it). Aligned rows (16-byte rows) load them as 16-byte vectors (V = kVector), others
+// entry by entry (V = 1). A thread first tests its max (one comparison); only threads holding a candidate
+// flag entries, and only warps holding one scan.
 
 template <typename T>
 constexpr int kWords = static_cast<int>(sizeof(T)) * kItems / 4;
@@ -398,49 +395,33 @@ __device__ inline uint32_t max_bf16x2(uint32_t a, uint32_t b) {
   return d;
 }
 
-// The largest score of group j (NaN only when all of it is NaN; then every comparison is false).
-template <typename T, int V>
-__device__ inline float group_max(const uint32_t (&words)[kWords<T>], int j) {
-  if constexpr (V == 1) {
-    return entry_score<T>(words, j);
-  } else if constexpr (sizeof(T) == 4) {
-    static_assert(V == 4);
-    return fmaxf(fmaxf(__uint_as_float(words[4 * j]), __uint_as_float(words[4 * j + 1])),
-                 fmaxf(__uint_as_float(words[4 * j + 2]), __uint_as_float(words[4 * j + 3])));
+// The largest of the thread's scores (NaN only when all are NaN; then every comparison is false).
+template <typename T>
+__device__ inline float thread_max(const uint32_t (&words)[kWords<T>]) {
+  if constexpr (sizeof(T) == 4) {
+    float m = __uint_as_float(words[0]);
+#pragma unroll
+    for (int w = 1; w < kWords<T>; ++w) m = fmaxf(m, __uint_as_float(words[w]));
+    return m;
   } else {
-    static_assert(V == 8);
-    const uint32_t m = max_bf16x2(max_bf16x2(words[4 * j], words[4 * j + 1]),
-                                  max_bf16x2(words[4 * j + 2], words[4 * j + 3]));
+    uint32_t m = words[0];
+#pragma unroll
+    for (int w = 1; w < kWords<T>; ++w) m = max_bf16x2(m, words[w]);
     return fmaxf(__uint_as_float(m << 16), __uint_as_float(m & 0xFFFF0000u));
   }
 }
 
-// The key of entry e (a run-time index) of group j (V > 1): the group's words picked by selects, not by an
-// index into `words` (which would put the array in local memory).
-template <typename T, int V>
-__device__ inline uint32_t group_entry_key(const uint32_t (&words)[kWords<T>], int j, int e) {
-  const int q = sizeof(T) == 4 ? e : e >> 1;  // the word of the entry within the group's four
-  const uint32_t w =
-      (q & 2) ? ((q & 1) ? words[4 * j + 3] : words[4 * j + 2]) : ((q & 1) ? words[4 * j + 1] : words[4 * j]);
-  if constexpr (sizeof(T) == 4) {
-    return order_key(__uint_as_float(w));
-  } else {
-    return order_key(__uint_as_float((e & 1) ? (w & 0xFFFF0000u) : (w << 16))) & 0xFFFF0000u;
-  }
-}
-
-// Bit s set when entry s of group j is >= the threshold score.
-template <typename T, int V>
-__device__ inline uint32_t group_flags(const uint32_t (&words)[kWords<T>], int j, float threshold) {
+// Bit e set when entry e is >= the threshold score.
+template <typename T>
+__device__ inline uint32_t entry_flags(const uint32_t (&words)[kWords<T>], float threshold) {
   uint32_t flags = 0;
 #pragma unroll
-  for (int s = 0; s < V; ++s)
-    flags |= static_cast<uint32_t>(entry_score<T>(words, j * V + s) >= threshold) << s;
+  for (int e = 0; e < kItems; ++e) flags |= static_cast<uint32_t>(entry_score<T>(words, e) >= threshold) << e;
   return flags;
 }
 
-// The 16 bytes at `p` (a group of an aligned row).
-__device__ inline uint4 load_group(const void* p) {
+// The 16 bytes at `p` (part of an aligned row).
+__device__ inline uint4 load_vector(const void* p) {
   return *static_cast<const uint4*>(p);
 }
 
@@ -449,12 +430,12 @@ __device__ inline uint4 load_group(const void* p) {
 template <typename T, int V, int kThreads>
 __device__ inline void load_tile(const T* data, int64_t base, int64_t end, uint32_t (&words)[kWords<T>]) {
   constexpr uint32_t kPadding = sizeof(T) == 4 ? 0xFF800000u : 0xFF80FF80u;  // −∞ (BF16: two of them)
-  const int64_t first = base + static_cast<int64_t>(threadIdx.x >> 5) * kWarpSpan + (threadIdx.x & 31u) * V;
+  const int64_t first = base + static_cast<int64_t>(threadIdx.x) * kItems;
   const bool whole = base + static_cast<int64_t>(kThreads) * kItems <= end;
   if constexpr (V == 1) {
 #pragma unroll
     for (int e = 0; e < kItems; ++e) {
-      const int64_t i = first + 32 * e;
+      const int64_t i = first + e;
       uint32_t bits = 0xFF800000u;
       if (whole || i < end) {
         if constexpr (sizeof(T) == 4)
@@ -470,86 +451,49 @@ __device__ inline void load_tile(const T* data, int64_t base, int64_t end, uint3
         words[e >> 1] = bits >> 16;
     }
   } else {
-    // Aligned rows: n is a multiple of V, so a group lies wholly inside or wholly past the end.
+    // Aligned rows: n is a multiple of V, so a vector lies wholly inside or wholly past the end.
 #pragma unroll
-    for (int j = 0; j < kItems / V; ++j) {
-      const int64_t i = first + 32 * V * j;
+    for (int q = 0; q < kItems / V; ++q) {
+      const int64_t i = first + V * q;
       const uint4 v =
-          whole || i < end ? load_group(data + i) : make_uint4(kPadding, kPadding, kPadding, kPadding);
-      words[4 * j] = v.x;
-      words[4 * j + 1] = v.y;
-      words[4 * j + 2] = v.z;
-      words[4 * j + 3] = v.w;
+          whole || i < end ? load_vector(data + i) : make_uint4(kPadding, kPadding, kPadding, kPadding);
+      words[4 * q] = v.x;
+      words[4 * q + 1] = v.y;
+      words[4 * q + 2] = v.z;
+      words[4 * q + 3] = v.w;
     }
   }
 }
 
-// Bit j set when group j holds an entry >= the threshold score.
-template <typename T, int V>
-__device__ inline uint32_t flagged_groups(const uint32_t (&words)[kWords<T>], float threshold) {
-  uint32_t groups = 0;
-#pragma unroll
-  for (int j = 0; j < kItems / V; ++j)
-    groups |= static_cast<uint32_t>(group_max<T, V>(words, j) >= threshold) << j;
-  return groups;
-}
-
-// Entries >= the threshold in this thread's flagged groups.
-template <typename T, int V>
-__device__ inline uint32_t flagged_count(const uint32_t (&words)[kWords<T>], uint32_t groups,
-                                         float threshold) {
-  if constexpr (V == 1) {
-    return static_cast<uint32_t>(__popc(groups));
-  } else {
-    uint32_t count = 0;
-#pragma unroll
-    for (int j = 0; j < kItems / V; ++j) {
-      if ((groups >> j) & 1u) count += static_cast<uint32_t>(__popc(group_flags<T, V>(words, j, threshold)));
-    }
-    return count;
-  }
-}
-
-// Warp-collective: emit(slot, key, index) for every entry >= the threshold of the warp's part of the tile,
-// in index order from slot `position` on (the lanes' counts per group placed by an exclusive scan done with
-// one ballot per bit of the count).
-template <typename T, int V, typename Emit>
-__device__ inline void place_flagged(const uint32_t (&words)[kWords<T>], uint32_t groups, float threshold,
-                                     int64_t base, uint32_t position, Emit emit) {
+// A thread's entries >= the threshold: their flags (bit e) and the inclusive scan of the counts over the
+// warp's lanes (zero in warps without any). Warp-collective.
+struct TileFlags {
+  uint32_t flags = 0, inclusive = 0;
+};
+template <typename T>
+__device__ inline TileFlags tile_flags(const uint32_t (&words)[kWords<T>], float threshold) {
+  TileFlags f;
+  const bool any = thread_max<T>(words) >= threshold;
+  if (!__any_sync(~0u, any)) return f;
+  if (any) f.flags = entry_flags<T>(words, threshold);
+  f.inclusive = static_cast<uint32_t>(__popc(f.flags));
   const unsigned lane = threadIdx.x & 31u;
-  const uint32_t lanes_below = (1u << lane) - 1u;
-  const int64_t first = base + static_cast<int64_t>(threadIdx.x >> 5) * kWarpSpan + lane * V;
 #pragma unroll
-  for (int j = 0; j < kItems / V; ++j) {
-    const bool mine = (groups >> j) & 1u;
-    const uint32_t ballot = __ballot_sync(~0u, mine);
-    if (ballot == 0) continue;
-    const int64_t group_first = first + 32 * V * j;
-    if constexpr (V == 1) {
-      if (mine)
-        emit(position + static_cast<uint32_t>(__popc(ballot & lanes_below)), entry_key<T>(words, j),
-             group_first);
-      position += static_cast<uint32_t>(__popc(ballot));
-    } else {
-      const uint32_t flags = mine ? group_flags<T, V>(words, j, threshold) : 0u;
-      const uint32_t count = static_cast<uint32_t>(__popc(flags));
-      uint32_t before = 0, sum = 0;
+  for (unsigned offset = 1; offset < 32; offset <<= 1) {
+    const uint32_t other = __shfl_up_sync(~0u, f.inclusive, offset);
+    if (lane >= offset) f.inclusive += other;
+  }
+  return f;
+}
+
+// emit(slot, key, index) for the thread's flagged entries, in index order from slot `position` on.
+template <typename T, typename Emit>
+__device__ inline void place_flagged(const uint32_t (&words)[kWords<T>], uint32_t flags, int64_t first,
+                                     uint32_t position, Emit emit) {
+  if (flags == 0) return;
 #pragma unroll
-      for (int b = 0; (1 << b) <= V; ++b) {
-        const uint32_t plane = __ballot_sync(~0u, (count >> b) & 1u);
-        before += static_cast<uint32_t>(__popc(plane & lanes_below)) << b;
-        sum += static_cast<uint32_t>(__popc(plane)) << b;
-      }
-      // Only the flagged entries: a loop as long as the lane's count (one or two where candidates are dense,
-      // e.g. short rows) instead of V steps.
-      uint32_t slot = position + before, rest = flags;
-      while (rest != 0) {
-        const int e = __ffs(static_cast<int>(rest)) - 1;
-        rest &= rest - 1u;
-        emit(slot++, group_entry_key<T, V>(words, j, e), group_first + e);
-      }
-      position += sum;
-    }
+  for (int e = 0; e < kItems; ++e) {  // static indices: `words` stays in registers
+    if ((flags >> e) & 1u) emit(position++, entry_key<T>(words, e), first + e);
   }
 }
 
@@ -623,7 +567,8 @@ constexpr int kShortItems = kItems;
 constexpr int64_t kShortMax = kShortThreads * kShortItems;
 constexpr int kShortWarps = kShortThreads / 32;
 
-// Row blockIdx.x (n <= kShortMax): the row in registers as one tile of V-entry groups, the guess from
+// Row blockIdx.x (n <= kShortMax): the row in registers as one tile (16 consecutive entries per thread), the
+// guess from
 // min(n, 1024) evenly spread entries, candidates gathered into dynamic shared memory (n keys, then n
 // indices), a failed guess retaken with every valid entry.
 template <typename T, int V>
@@ -648,9 +593,7 @@ __global__ void __launch_bounds__(kShortThreads)
   const int64_t sampled = n >= kShortThreads ? (threadIdx.x * n) / kShortThreads : threadIdx.x;
   const uint32_t sample = threadIdx.x < samples ? order_key(data[sampled]) : 0u;
   // The max as a score (fmaxf skips NaN, whose key is −∞'s anyway), then its key.
-  float local_max = -INFINITY;
-#pragma unroll
-  for (int j = 0; j < kItems / V; ++j) local_max = fmaxf(local_max, group_max<T, V>(words, j));
+  const float local_max = fmaxf(thread_max<T>(words), -INFINITY);  // −∞ where all are NaN
   const uint32_t max_key =
       block_max<kShortThreads>(order_key(local_max) & (sizeof(T) == 2 ? 0xFFFF0000u : 0xFFFFFFFFu));
   TOPK_PHASE(1);
@@ -665,30 +608,25 @@ __global__ void __launch_bounds__(kShortThreads)
   // Flags by a float comparison per group, entries counted per warp; a failed guess (fewer than k flagged,
   // not every valid entry) is retaken with every valid entry, in the other count buffer.
   uint32_t lower = shared_lower;
-  float lower_score = 0.0f;
-  uint32_t groups = 0, total = 0, warp_total = 0;
+  TileFlags f;
+  uint32_t total = 0;
   int attempt = 0;
   for (;; ++attempt) {
-    lower_score = threshold_score<T>(lower);
-    groups = flagged_groups<T, V>(words, lower_score);
-    warp_total = 0;
-    if (__any_sync(~0u, groups != 0))
-      warp_total = __reduce_add_sync(~0u, flagged_count<T, V>(words, groups, lower_score));
-    if (lane == 0) warp_counts[attempt][warp] = warp_total;
+    f = tile_flags<T>(words, threshold_score<T>(lower));
+    if (lane == 31) warp_counts[attempt][warp] = f.inclusive;
     __syncthreads();
     total = __reduce_add_sync(~0u, warp_counts[attempt][lane]);
     if (static_cast<int64_t>(total) >= k || lower == kLowestValidKey) break;
     lower = kLowestValidKey;
   }
   TOPK_PHASE(3);
-  if (warp_total != 0) {
-    const uint32_t position = __reduce_add_sync(~0u, lane < warp ? warp_counts[attempt][lane] : 0u);
-    place_flagged<T, V>(words, groups, lower_score, 0, position,
-                        [&](uint32_t slot, uint32_t key, int64_t index) {
-                          candidate_keys[slot] = key;
-                          candidate_indices[slot] = static_cast<int32_t>(index);
-                        });
-  }
+  const uint32_t warps_before = __reduce_add_sync(~0u, lane < warp ? warp_counts[attempt][lane] : 0u);
+  place_flagged<T>(words, f.flags, static_cast<int64_t>(threadIdx.x) * kItems,
+                   warps_before + f.inclusive - static_cast<uint32_t>(__popc(f.flags)),
+                   [&](uint32_t slot, uint32_t key, int64_t index) {
+                     candidate_keys[slot] = key;
+                     candidate_indices[slot] = static_cast<int32_t>(index);
+                   });
   __syncthreads();
   TOPK_PHASE(4);
   select_candidates<kShortThreads, low_bits<T>()>(candidate_keys, candidate_indices, total, k, lower, max_key,
@@ -762,24 +700,20 @@ __global__ void __launch_bounds__(kSampleThreads)
 // through `warp_counts` (one barrier; double-buffered by the caller: the next tile's barrier separates this
 // tile's reads from the rewrite two tiles on), the candidates emitted in index order from slot `written` on.
 // prefetch() runs just before the barrier. Returns the tile's candidate count.
-template <typename T, int V, typename Prefetch, typename Emit>
+template <typename T, typename Prefetch, typename Emit>
 __device__ inline uint32_t filter_tile(const uint32_t (&current)[kWords<T>], float threshold, int64_t base,
                                        uint32_t written, uint32_t* warp_counts, Prefetch prefetch,
                                        Emit emit) {
   const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
-  const uint32_t groups = flagged_groups<T, V>(current, threshold);
-  uint32_t warp_total = 0;
-  if (__any_sync(~0u, groups != 0))
-    warp_total = __reduce_add_sync(~0u, flagged_count<T, V>(current, groups, threshold));
+  const TileFlags f = tile_flags<T>(current, threshold);
   prefetch();
-  if (lane == 0) warp_counts[warp] = warp_total;
+  if (lane == 31) warp_counts[warp] = f.inclusive;
   __syncthreads();
   const uint32_t count = lane < kFilterWarps ? warp_counts[lane] : 0u;
   const uint32_t tile_total = __reduce_add_sync(~0u, count);
-  if (warp_total != 0) {
-    const uint32_t position = written + __reduce_add_sync(~0u, lane < warp ? count : 0u);
-    place_flagged<T, V>(current, groups, threshold, base, position, emit);
-  }
+  const uint32_t warps_before = __reduce_add_sync(~0u, lane < warp ? count : 0u);
+  place_flagged<T>(current, f.flags, base + static_cast<int64_t>(threadIdx.x) * kItems,
+                   written + warps_before + f.inclusive - static_cast<uint32_t>(__popc(f.flags)), emit);
   return tile_total;
 }
 
@@ -833,7 +767,7 @@ __global__ void __launch_bounds__(kFilterThreads, 2)
     const auto prefetch = [&] {
       if (base + kFilterTile < end) load_tile<T, V, kFilterThreads>(data, base + kFilterTile, end, raw);
     };
-    written += filter_tile<T, V>(current, lower_score, base, written, warp_counts[parity], prefetch, emit);
+    written += filter_tile<T>(current, lower_score, base, written, warp_counts[parity], prefetch, emit);
     parity ^= 1;
   }
   if (threadIdx.x == 0) ws.counts[row * gridDim.x + blockIdx.x] = written;
@@ -869,17 +803,17 @@ __device__ inline void wait_async() {
   asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
 }
 
-// This thread's groups of tile [base, ...) of a chunk ending at `end` into its slots of `stage`; groups past
-// the end are −∞ (aligned rows: a group lies wholly inside or wholly past the end).
+// This thread's entries of tile [base, ...) of a chunk ending at `end` into its slots of `stage`; vectors
+// past the end are −∞ (aligned rows: a vector lies wholly inside or wholly past the end).
 template <typename T>
 __device__ inline void copy_tile(const T* data, int64_t base, int64_t end, uint4* stage) {
   constexpr int V = kVector<T>;
   constexpr uint32_t kPadding = sizeof(T) == 4 ? 0xFF800000u : 0xFF80FF80u;
-  const int64_t first = base + static_cast<int64_t>(threadIdx.x >> 5) * kWarpSpan + (threadIdx.x & 31u) * V;
+  const int64_t first = base + static_cast<int64_t>(threadIdx.x) * kItems;
 #pragma unroll
-  for (int j = 0; j < kItems / V; ++j) {
-    const int64_t i = first + 32 * V * j;
-    uint4* slot = stage + j * kFilterThreads + threadIdx.x;
+  for (int q = 0; q < kItems / V; ++q) {
+    const int64_t i = first + V * q;
+    uint4* slot = stage + q * kFilterThreads + threadIdx.x;
     if (i < end)
       copy_async_16(slot, data + i);
     else
@@ -933,7 +867,7 @@ __global__ void __launch_bounds__(kFilterThreads, 2)
       current[4 * j + 2] = v.z;
       current[4 * j + 3] = v.w;
     }
-    written += filter_tile<T, V>(
+    written += filter_tile<T>(
         current, lower_score, begin + static_cast<int64_t>(t) * kFilterTile, written, warp_counts[t & 1],
         [] {}, emit);
   }
