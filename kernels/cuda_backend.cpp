@@ -357,14 +357,13 @@ struct RecordOutputs {
       : records(layout.download(static_cast<size_t>(n) * codec.row_bytes())),
         decoded(layout.download(with_decoded ? float_bytes(n * codec.channels) : 0)) {}
 
-  void enqueue(const Staging& staging, const RecordCodec& codec, const float* d_rows, int64_t n) const {
+  // The kernels, and the results' way into the caller's views at the download.
+  void enqueue(Staging& staging, const RecordCodec& codec, const float* d_rows, int64_t n,
+               std::span<uint8_t> out, backend::Matrix dequantized) const {
     codec.encode(d_rows, n, staging.device<uint8_t>(records));
     if (decoded.bytes > 0) codec.decode(staging.device<uint8_t>(records), n, staging.device<float>(decoded));
-  }
-  // After the download: the results into the caller's views.
-  void copy_out(const Staging& staging, std::span<uint8_t> out, backend::Matrix dequantized) const {
-    std::memcpy(out.data(), staging.host<uint8_t>(records), records.bytes);
-    if (decoded.bytes > 0) std::memcpy(dequantized.data, staging.host<float>(decoded), decoded.bytes);
+    staging.get(records, out.data());
+    staging.get(decoded, dequantized.data);
   }
 };
 
@@ -377,10 +376,9 @@ struct RopeInputs {
       : positions(layout.upload(static_cast<size_t>(n) * sizeof(int64_t))),
         freqs(layout.upload(static_cast<size_t>(table.rope_dim / 2) * sizeof(double))) {}
 
-  void fill(const Staging& staging, std::span<const int64_t> row_positions,
-            const backend::RopeTable& table) const {
-    std::memcpy(staging.host<int64_t>(positions), row_positions.data(), positions.bytes);
-    if (freqs.bytes > 0) std::memcpy(staging.host<double>(freqs), table.freqs.data(), freqs.bytes);
+  void fill(Staging& staging, std::span<const int64_t> row_positions, const backend::RopeTable& table) const {
+    staging.put(positions, row_positions.data());
+    staging.put(freqs, table.freqs.data());
   }
 
   // RoPE of n device rows [n, heads·head_dim] in place; row flags (rope.cuh) into d_flags.
@@ -420,11 +418,10 @@ void quantize_on_device(StagingPool& pool, const RecordCodec& codec, backend::Co
   const Segment rows = layout.upload(float_bytes(x.rows * x.cols));
   const RecordOutputs outputs(layout, codec, x.rows, dequantized.rows > 0);
   const auto staging = pool.acquire(layout, stream());
-  std::memcpy(staging->host<float>(rows), x.data, rows.bytes);
+  staging->put(rows, x.data);
   staging->upload(layout, stream());
-  outputs.enqueue(*staging, codec, staging->device<float>(rows), x.rows);
+  outputs.enqueue(*staging, codec, staging->device<float>(rows), x.rows, records, dequantized);
   staging->download(layout, stream());
-  outputs.copy_out(*staging, records, dequantized);
 }
 
 }  // namespace
@@ -463,12 +460,12 @@ void CudaBackend::fake_quantize(backend::Matrix x, backend::RecordFormat format)
   const Segment rows = layout.upload_download(float_bytes(x.rows * x.cols));
   const Segment records = layout.scratch(static_cast<size_t>(x.rows) * codec.row_bytes());
   const auto staging = staging_->acquire(layout, stream());
-  std::memcpy(staging->host<float>(rows), x.data, rows.bytes);
+  staging->put(rows, x.data);
   staging->upload(layout, stream());
   codec.encode(staging->device<float>(rows), x.rows, staging->device<uint8_t>(records));
   codec.decode(staging->device<uint8_t>(records), x.rows, staging->device<float>(rows));
+  staging->get(rows, x.data);
   staging->download(layout, stream());
-  std::memcpy(x.data, staging->host<float>(rows), rows.bytes);
 }
 
 namespace {
@@ -582,8 +579,8 @@ void CudaBackend::norm_rope_quantize(backend::ConstMatrix x, std::span<const flo
   const RecordOutputs outputs(layout, codec, x.rows, dequantized.rows > 0);
   const Segment normed = layout.scratch(float_bytes(x.rows * x.cols));
   const auto staging = staging_->acquire(layout, stream());
-  std::memcpy(staging->host<float>(rows), x.data, rows.bytes);
-  std::memcpy(staging->host<float>(weight), norm_weight.data(), weight.bytes);
+  staging->put(rows, x.data);
+  staging->put(weight, norm_weight.data());
   rope_inputs.fill(*staging, positions, table);
   std::memset(staging->host<uint8_t>(flags), 0, flags.bytes);
   staging->upload(layout, stream());
@@ -592,9 +589,8 @@ void CudaBackend::norm_rope_quantize(backend::ConstMatrix x, std::span<const flo
   rms_norm_rows(staging->device<float>(rows), x.rows, x.cols, staging->device<float>(weight), eps,
                 rounding == backend::Rounding::kFaithful, d_normed, d_flags, stream());
   rope_inputs.enqueue(*staging, d_normed, x.rows, 1, x.cols, table, /*inverse=*/false, rounding, d_flags);
-  outputs.enqueue(*staging, codec, d_normed, x.rows);
+  outputs.enqueue(*staging, codec, d_normed, x.rows, records, dequantized);
   staging->download(layout, stream());
-  outputs.copy_out(*staging, records, dequantized);
   // rows with a non-finite norm or an uncertified RoPE: the CPU's records for those
   const std::vector<int64_t> redo = flagged(staging->host<uint8_t>(flags), x.rows);
   const size_t bytes = codec.row_bytes();
@@ -624,8 +620,8 @@ void CudaBackend::compressor_pool(backend::ConstMatrix v, backend::ConstMatrix g
   const Segment flags = layout.upload_download(static_cast<size_t>(groups));
   const Segment out = layout.download(float_bytes(groups * dim));
   const auto staging = staging_->acquire(layout, stream());
-  std::memcpy(staging->host<float>(v_rows), v.data, v_rows.bytes);
-  std::memcpy(staging->host<float>(g_rows), g.data, g_rows.bytes);
+  staging->put(v_rows, v.data);
+  staging->put(g_rows, g.data);
   std::memset(staging->host<uint8_t>(flags), 0, flags.bytes);
   staging->upload(layout, stream());
   CompressorPoolArgs args;
@@ -638,8 +634,8 @@ void CudaBackend::compressor_pool(backend::ConstMatrix v, backend::ConstMatrix g
   args.pooled = staging->device<float>(out);
   args.group_flags = staging->device<uint8_t>(flags);
   cuda::compressor_pool(args, stream());
+  staging->get(out, pooled.data);
   staging->download(layout, stream());
-  std::memcpy(pooled.data, staging->host<float>(out), out.bytes);
   // channels not certified (NaN in a flagged group): the CPU's value, from that channel's column alone
   const std::vector<int64_t> redo = flagged(staging->host<uint8_t>(flags), groups);
   std::vector<float> v_column(static_cast<size_t>(ratio)), g_column(v_column.size());

@@ -24,9 +24,10 @@
 // Memory: the Backend contract passes host views. The KV write operations stage through pinned buffers
 // reused across calls (pinned_staging.hpp): inputs are copied into a page-locked buffer, cross in one
 // host-to-device copy, the kernels run on its device mirror, and all results come back in one device-to-host
-// copy and one synchronization, on the calling thread's per-thread default stream; the buffers are held
-// until the backend is destroyed (the largest call so far, per concurrently calling thread). The indexer and
-// attention operations copy their inputs to stream-ordered device allocations and back. Every call has
+// copy and one synchronization, on the calling thread's per-thread default stream; arrays of 256 KB and more
+// (prefill) are copied straight between the caller's memory and the device buffer instead. The buffers are
+// held until the backend is destroyed (the largest call so far, per concurrently calling thread). The indexer
+// and attention operations copy their inputs to stream-ordered device allocations and back. Every call has
 // finished with the host views when it returns. Results equal the CPU backend's: bit-identical scores,
 // pools, restrictions and top-k lists (tests/gpu/test_indexer.cpp, test_topk.cpp); byte-identical records and
 // bit-identical dequantized rows, fake-quantized rows, RoPE rows, pooled rows and output projections, in both
@@ -77,10 +78,13 @@ struct DeviceThresholds {
   // compressor_pool: input elements, groups·ratio·dim
   int64_t pool_elements = 0;
 };
-// The default. Round-2 crossover at one row: quantizers ~3-5 rows of 512 (CPU ~10-17 ns per element); RoPE,
-// whose CPU cost is one sincos per pair and row, only beyond ~64 rows at one head; pooling ~11 ns per input
-// element on the CPU.
-inline constexpr DeviceThresholds kDefaultThresholds{2048, 64, 4096};
+// The default, from the crossover measured in session 4 round 1 (H200 host; device call = staged copy in,
+// kernels, copy out, sync): records 3-5 rows of 512 (CPU ~5-9 us per row; device 17-38 us at one row,
+// +0.3-0.5 us per row), so 2048 elements; RoPE ~18 rows at one head (CPU ~1 us per row; device 12 us + 0.3 us
+// per row), a wash at every row count for 64 heads (the host pass over the unrotated channels is the cost on
+// both sides), so 20 rows; pooling ~2400 input elements (CPU ~10 ns per element, device 21-23 us at 2K-4K),
+// so 2560.
+inline constexpr DeviceThresholds kDefaultThresholds{2048, 20, 2560};
 // Every call the launchers take runs on the device (the conformance tests, the bench's device column).
 inline constexpr DeviceThresholds kAlwaysDevice{};
 

@@ -3,7 +3,9 @@
 
 #include <flashkv/error.hpp>
 
+#include <algorithm>
 #include <bit>
+#include <cstring>
 #include <exception>
 #include <utility>
 
@@ -60,22 +62,63 @@ Staging::~Staging() {
 }
 
 void Staging::reserve(const StagingLayout& layout) {
+  direct_uploads_.clear();  // a call that threw may have left its transfers
+  direct_downloads_.clear();
+  staged_downloads_.clear();
   grow(host_, host_capacity_, layout.host_bytes(), cudaMallocHost, cudaFreeHost);
   grow(device_, device_capacity_, layout.device_bytes(), cudaMalloc, cudaFree);
 }
 
-void Staging::upload(const StagingLayout& layout, cudaStream_t stream) const {
-  if (layout.upload_end() == 0) return;
-  FKV_CUDA_CHECK(cudaMemcpyAsync(device_, host_, layout.upload_end(), cudaMemcpyHostToDevice, stream));
+void Staging::put(Segment s, const void* src) {
+  if (s.bytes >= kDirectBytes) {
+    direct_uploads_.push_back({s, const_cast<void*>(src)});
+  } else if (s.bytes > 0) {
+    std::memcpy(host_ + s.offset, src, s.bytes);
+  }
 }
 
-void Staging::download(const StagingLayout& layout, cudaStream_t stream) const {
-  const size_t begin = layout.download_begin();
-  if (layout.download_end() > begin) {
-    FKV_CUDA_CHECK(cudaMemcpyAsync(host_ + begin, device_ + begin, layout.download_end() - begin,
-                                   cudaMemcpyDeviceToHost, stream));
+void Staging::get(Segment s, void* dst) {
+  if (s.bytes == 0) return;
+  (s.bytes >= kDirectBytes ? direct_downloads_ : staged_downloads_).push_back({s, dst});
+}
+
+template <typename Copy>
+void Staging::staged_runs(std::vector<Transfer>& direct, size_t begin, size_t end, Copy copy) {
+  std::sort(direct.begin(), direct.end(),
+            [](const Transfer& a, const Transfer& b) { return a.segment.offset < b.segment.offset; });
+  size_t cursor = begin;
+  for (const Transfer& t : direct) {
+    if (t.segment.offset > cursor) copy(cursor, t.segment.offset - cursor);
+    cursor = std::max(cursor, t.segment.offset + t.segment.bytes);
   }
+  if (end > cursor) copy(cursor, end - cursor);
+}
+
+void Staging::upload(const StagingLayout& layout, cudaStream_t stream) {
+  staged_runs(direct_uploads_, 0, layout.upload_end(), [&](size_t offset, size_t bytes) {
+    FKV_CUDA_CHECK(cudaMemcpyAsync(device_ + offset, host_ + offset, bytes, cudaMemcpyHostToDevice, stream));
+  });
+  for (const Transfer& t : direct_uploads_) {
+    FKV_CUDA_CHECK(
+        cudaMemcpyAsync(device_ + t.segment.offset, t.host, t.segment.bytes, cudaMemcpyHostToDevice, stream));
+  }
+  direct_uploads_.clear();
+}
+
+void Staging::download(const StagingLayout& layout, cudaStream_t stream) {
+  staged_runs(direct_downloads_, layout.download_begin(), layout.download_end(),
+              [&](size_t offset, size_t bytes) {
+                FKV_CUDA_CHECK(
+                    cudaMemcpyAsync(host_ + offset, device_ + offset, bytes, cudaMemcpyDeviceToHost, stream));
+              });
+  for (const Transfer& t : direct_downloads_) {
+    FKV_CUDA_CHECK(
+        cudaMemcpyAsync(t.host, device_ + t.segment.offset, t.segment.bytes, cudaMemcpyDeviceToHost, stream));
+  }
+  direct_downloads_.clear();
   FKV_CUDA_CHECK(cudaStreamSynchronize(stream));
+  for (const Transfer& t : staged_downloads_) std::memcpy(t.host, host_ + t.segment.offset, t.segment.bytes);
+  staged_downloads_.clear();
 }
 
 StagingPool::Lease::Lease(StagingPool& pool, std::unique_ptr<Staging> staging, const StagingLayout& layout,

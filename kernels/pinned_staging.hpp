@@ -4,6 +4,11 @@
 // device-to-host copy followed by one synchronization. The buffers are reused across calls (a StagingPool
 // hands them out), so a call makes no allocation, no pageable copy (which the driver stages and synchronizes
 // piecewise) and no memset: at one row it is ~1 copy + launches + 1 copy + 1 sync.
+// Large caller arrays (put()/get() of kDirectBytes or more: prefill) skip the pinned buffer and are copied
+// straight between the caller's memory and the device segment: a host memcpy into pinned memory followed by
+// the DMA costs more than the driver's pipelined pageable copy of the same bytes (session-4 round 1: 16 MB
+// of pooling inputs 1.43 -> 1.99 ms staged). The staged segments around them still move in as few copies as
+// the direct ones leave contiguous runs (one each way when there are none).
 //
 // Layout: segments are declared in this order (checked): `upload` (host → device), `upload_download` (both
 // ways: in-place rows, row flags the kernels set), `download` (device → host), `scratch` (device only). Each
@@ -78,17 +83,40 @@ class Staging {
     return reinterpret_cast<T*>(device_ + s.offset);
   }
 
-  // The one host-to-device copy of the layout's upload and upload_download segments, on `stream`.
-  void upload(const StagingLayout& layout, cudaStream_t stream) const;
-  // The one device-to-host copy of its upload_download and download segments, then a synchronization of
-  // `stream`: afterwards the host segments hold the results and the buffers may be reused.
-  void download(const StagingLayout& layout, cudaStream_t stream) const;
+  // The caller's `s.bytes` of input for an upload / upload_download segment: into the pinned buffer now, or
+  // (kDirectBytes and more) straight to the device in upload(). `src` must stay valid until upload().
+  void put(Segment s, const void* src);
+  // Where a download / upload_download segment's result goes: copied there by download() (straight from
+  // the device from kDirectBytes on). Segments read through host<T>() instead are simply not named here.
+  void get(Segment s, void* dst);
+
+  // The host-to-device copy of the layout's upload and upload_download segments (one, unless put() sent
+  // some straight), on `stream`.
+  void upload(const StagingLayout& layout, cudaStream_t stream);
+  // The device-to-host copy of its upload_download and download segments (one, unless get() takes some
+  // straight), a synchronization of `stream`, then the get() results into place: afterwards host segments
+  // hold the results and the buffers may be reused.
+  void download(const StagingLayout& layout, cudaStream_t stream);
+
+  static constexpr size_t kDirectBytes = size_t{256} << 10;
 
  private:
+  struct Transfer {
+    Segment segment;
+    void* host = nullptr;
+  };
+  // The pinned runs of [begin, end) between the direct transfers (sorted here), each copied by `copy`.
+  template <typename Copy>
+  static void staged_runs(std::vector<Transfer>& direct, size_t begin, size_t end, Copy copy);
+
   uint8_t* host_ = nullptr;
   uint8_t* device_ = nullptr;
   size_t host_capacity_ = 0;
   size_t device_capacity_ = 0;
+  // this call's transfers (a Staging serves one call at a time)
+  std::vector<Transfer> direct_uploads_;
+  std::vector<Transfer> direct_downloads_;
+  std::vector<Transfer> staged_downloads_;
 };
 
 class StagingPool {
