@@ -2,12 +2,16 @@
 // operation, through the Backend interface the engine calls: quantize_rows (FP8 window rows, NVFP4 entries,
 // MXFP4 index keys, kFp32), quantize_rope_rows (V4's FP8+BF16 record, partial scale blocks too),
 // fake_quantize, rope (forward and inverse, fp32 and double angle tables, with and without YaRN, 1 to 64
-// heads, BF16 and fp32 cast points) and compressor_pool (ratio 2 to 128, −∞ gates as V4's overlapping
-// compressor sets them), on fresh random inputs (seed printed) with odd and even row counts. Records must be
-// byte-identical and every float bit-identical (NaN: both NaN). Inputs are BF16-valued, as the engine's
-// activations, or arbitrary fp32 over a wide range of magnitudes; a few rows carry NaN/Inf, which the GPU
-// kernels of RoPE and pooling hand back to the CPU (their results must still match, and recomputed_rows()
-// must count them). Outputs are poisoned before each call. FLASHKV_TEST_SCALE=small shrinks the cases.
+// heads, BF16 and fp32 cast points), compressor_pool (ratio 2 to 128, −∞ gates as V4's overlapping
+// compressor sets them) and output_projection (the inverse RoPE on the GPU, then the CPU's grouped
+// projection: V4.1's 64x512 with wo_a 8192x4096, and a tiny shape), on fresh random inputs (seed printed)
+// with odd and even row counts. Records must be byte-identical and every float bit-identical (NaN: both
+// NaN). Inputs are BF16-valued, as the engine's activations, or arbitrary fp32 over a wide range of
+// magnitudes; a few rows carry NaN/Inf, which the GPU kernels of RoPE and pooling hand back to the CPU (their
+// results must still match, and recomputed_rows() must count them). Outputs are poisoned before each call.
+// Two CUDA backends are checked: every call on the device (kAlwaysDevice; row counts up to 1001 also reach
+// the staging's straight copies of arrays >= 256 KB) and the default size thresholds. FLASHKV_TEST_SCALE=small
+// shrinks the cases.
 #include <flashkv/config.hpp>
 #include <flashkv/numeric/scalar_codecs.hpp>
 
