@@ -10,8 +10,8 @@
 // magnitudes; a few rows carry NaN/Inf, which the GPU kernels of RoPE and pooling hand back to the CPU (their
 // results must still match, and recomputed_rows() must count them). Outputs are poisoned before each call.
 // Two CUDA backends are checked: every call on the device (kAlwaysDevice; row counts up to 1001 also reach
-// the staging's straight copies of arrays >= 256 KB) and the default size thresholds. FLASHKV_TEST_SCALE=small
-// shrinks the cases.
+// the staging's straight copies of arrays >= 256 KB) and the default size thresholds.
+// FLASHKV_TEST_SCALE=small shrinks the cases.
 #include <flashkv/config.hpp>
 #include <flashkv/numeric/scalar_codecs.hpp>
 
