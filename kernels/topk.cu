@@ -83,9 +83,9 @@ __device__ uint32_t block_max(uint32_t value) {
 }
 
 // Exclusive prefix sum of `value` over the CTA in thread order (warp scans, then the sums of the warps
-// before: one barrier). At most once per kernel.
+// before: one barrier); `total` gets the sum over the CTA. Two calls need a barrier between them.
 template <int kThreads>
-__device__ uint32_t block_exclusive_sum(uint32_t value) {
+__device__ uint32_t block_exclusive_sum(uint32_t value, uint32_t* total = nullptr) {
   __shared__ uint32_t warp_sums[kThreads / 32];
   const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
   uint32_t inclusive = value;
@@ -95,7 +95,9 @@ __device__ uint32_t block_exclusive_sum(uint32_t value) {
   }
   if (lane == 31) warp_sums[warp] = inclusive;
   __syncthreads();
-  return __reduce_add_sync(~0u, lane < warp ? warp_sums[lane] : 0u) + inclusive - value;
+  const uint32_t sum = lane < kThreads / 32 ? warp_sums[lane] : 0u;
+  if (total != nullptr) *total = __reduce_add_sync(~0u, sum);
+  return __reduce_add_sync(~0u, lane < warp ? sum : 0u) + inclusive - value;
 }
 
 // Given the candidates' histogram (bins in shared memory, `need` > 0 of them wanted), picks the digit
@@ -885,16 +887,14 @@ __global__ void __launch_bounds__(kMergeThreads)
   int32_t* candidate_indices = reinterpret_cast<int32_t*>(candidate_keys + kCapacity);
   asm volatile("griddepcontrol.wait;" ::: "memory");  // the filter grid has completed, its writes visible
   TOPK_PHASE(13);
-  using Scan = cub::BlockScan<uint32_t, kMergeThreads>;
-  __shared__ typename Scan::TempStorage scan_storage;
   __shared__ uint32_t offsets[kMergeThreads];
   __shared__ uint32_t select_hist[kBins];
   for (int b = threadIdx.x; b < kBins; b += kMergeThreads) select_hist[b] = 0;
   const int64_t row = blockIdx.x;
   const uint32_t lower = ws.lower[row];  // loaded with the counts: one memory latency for both
   const uint32_t size = static_cast<int>(threadIdx.x) < chunks ? ws.counts[row * chunks + threadIdx.x] : 0u;
-  uint32_t offset = 0, total = 0;
-  Scan(scan_storage).ExclusiveSum(size, offset, total);
+  uint32_t total = 0;
+  const uint32_t offset = block_exclusive_sum<kMergeThreads>(size, &total);
   if (static_cast<int>(threadIdx.x) < chunks) offsets[threadIdx.x] = offset;
   __syncthreads();
   int32_t* row_out = out + row * k;
@@ -903,7 +903,8 @@ __global__ void __launch_bounds__(kMergeThreads)
     return;
   }
   // Candidate p of the row is entry p − offsets[c] of chunk c, the last chunk with offsets[c] <= p (that
-  // one is not empty). All of a thread's loads are issued before any is used: one memory latency in all.
+  // one is not empty), found in a fixed number of halvings (independent across a thread's candidates, so
+  // they interleave). All of a thread's loads are issued before any is used: one memory latency in all.
   const uint2* kept = ws.kept + row * chunks * static_cast<int64_t>(kCapacity);
   constexpr int kPerThread = kCapacity / kMergeThreads;
   uint2 entries[kPerThread];
@@ -911,13 +912,10 @@ __global__ void __launch_bounds__(kMergeThreads)
   for (int g = 0; g < kPerThread; ++g) {
     const uint32_t p = threadIdx.x + static_cast<uint32_t>(kMergeThreads * g);
     if (p >= total) continue;
-    int lo = 0, hi = chunks - 1;
-    while (lo < hi) {
-      const int mid = (lo + hi + 1) / 2;
-      if (offsets[mid] <= p)
-        lo = mid;
-      else
-        hi = mid - 1;
+    int lo = 0;
+#pragma unroll
+    for (int step = kMergeThreads / 2; step > 0; step >>= 1) {
+      if (lo + step < chunks && offsets[lo + step] <= p) lo += step;
     }
     entries[g] = kept[static_cast<int64_t>(lo) * kCapacity + (p - offsets[lo])];
   }
