@@ -923,9 +923,9 @@ __global__ void __launch_bounds__(kFastThreads, kFastMinCtasPerSm<kSharedFrags>)
         }
         const int2 range = row_range[r];
         if (k.narrow && k.lowest >= range.x && k.highest <= range.y) {
-          // The head loop fully unrolled for 32 heads at 128 registers (no spills; ~30 fewer instructions
-          // per row and 32 entries), by 2 otherwise (the 80-register build spills when fully unrolled).
-          constexpr int kUnroll = kHeads > 0 && kSharedFrags ? kHeads / 8 : 2;
+          // The head loop unrolled by 2: fully unrolled, the 128-register build stores the A fragments to
+          // local memory after every decode (32 STL per 32 entries) and the 80-register one spills 576 B.
+          constexpr int kUnroll = 2;
           score_narrow_entries<kHeads, kUnroll>(a, frag_a, ek, frags + r * per_row / 8,
                                                 starts + r * heads / 2, ws + r * heads / 2, heads, entry0,
                                                 row0 + r, row_visible[r]);
