@@ -570,9 +570,8 @@ constexpr int64_t kShortMax = kShortThreads * kShortItems;
 constexpr int kShortWarps = kShortThreads / 32;
 
 // Row blockIdx.x (n <= kShortMax): the row in registers as one tile (16 consecutive entries per thread), the
-// guess from
-// min(n, 1024) evenly spread entries, candidates gathered into dynamic shared memory (n keys, then n
-// indices), a failed guess retaken with every valid entry.
+// guess from min(n, 1024) evenly spread entries, candidates gathered into dynamic shared memory (n keys,
+// then n indices), a failed guess retaken with every valid entry.
 template <typename T, int V>
 __global__ void __launch_bounds__(kShortThreads)
     top_k_short_kernel(const T* scores, int64_t n, int64_t k, int32_t* out) {
@@ -607,8 +606,8 @@ __global__ void __launch_bounds__(kShortThreads)
   }
   __syncthreads();
   TOPK_PHASE(2);
-  // Flags by a float comparison per group, entries counted per warp; a failed guess (fewer than k flagged,
-  // not every valid entry) is retaken with every valid entry, in the other count buffer.
+  // Flags by float comparisons, counts scanned per warp; a failed guess (fewer than k flagged, not every
+  // valid entry) is retaken with every valid entry, in the other count buffer.
   uint32_t lower = shared_lower;
   TileFlags f;
   uint32_t total = 0;
