@@ -63,7 +63,8 @@ constexpr uint32_t kMidpointMargin = 8;
 // registers and moves.
 constexpr unsigned kAblateRope = 1, kAblateNormFallback = 4, kAblateNormAndRope = 8;
 constexpr unsigned kAblateUncappedRegisters = 16;  // all three kernels, records still valid
-constexpr unsigned kWindow80Registers = 32;        // the window kernel (dim 512, faithful) at 3 CTAs per SM
+// the window (dim 512) and key (dim 128) kernels, faithful, at 3 CTAs per SM (80 registers)
+constexpr unsigned kWindow80Registers = 32;
 unsigned g_window_ablation = 0;
 
 // ---- row loads and stores -------------------------------------------------------------------------------
@@ -1401,6 +1402,9 @@ struct PoolingCompressorKernels {
 template <int kDim, bool kFaithful>
 struct KeyKernels {
   static auto get() {
+    if constexpr (kDim == 128 && kFaithful) {  // bench A/B
+      if (g_window_ablation & kWindow80Registers) return index_key_write_kernel<kDim, kFaithful, 3>;
+    }
     return uncapped_registers() ? index_key_write_kernel<kDim, kFaithful, 1>
                                 : index_key_write_kernel<kDim, kFaithful, kWindowCtasPerSm>;
   }
