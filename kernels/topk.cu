@@ -41,10 +41,14 @@ __device__ unsigned long long topk_phase_stamps[32][2];
       topk_phase_stamps[slot][1] = static_cast<unsigned long long>(clock64()); \
     }                                                                          \
   } while (0)
+// bench_topk_phases: aligned rows of several tiles per filter CTA take the register filter instead of the
+// stream kernel (an A/B in one run).
+bool topk_register_filter = false;
 #else
 #define TOPK_PHASE(slot) \
   do {                   \
   } while (0)
+constexpr bool topk_register_filter = false;
 #endif
 
 constexpr int kBins = 2048;                    // 11-bit digits
@@ -1052,9 +1056,12 @@ void launch(const T* scores, int64_t rows, int64_t n, int64_t k, int32_t* out, v
       } else {
         top_k_sample_kernel<T><<<grid_rows, kSampleThreads, 0, stream>>>(scores, n, k, ws.lower);
         FKV_CUDA_CHECK_LAUNCH();
-        if (aligned)
+        if (aligned && !topk_register_filter)
           launch_dependent(top_k_stream_kernel<T>, grid, kFilterThreads, kStreamBytes<T>, stream, scores, n,
                            chunk, ws);
+        else if (aligned)
+          launch_dependent(top_k_filter_kernel<T, kVector<T>, false>, grid, kFilterThreads, 0, stream, scores,
+                           n, k, chunk, ws);
         else
           launch_dependent(top_k_filter_kernel<T, 1, false>, grid, kFilterThreads, 0, stream, scores, n, k,
                            chunk, ws);
