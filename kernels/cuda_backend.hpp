@@ -78,13 +78,13 @@ struct DeviceThresholds {
   // compressor_pool: input elements, groups·ratio·dim
   int64_t pool_elements = 0;
 };
-// The default, from the crossover measured in session 4 round 1 (H200 host; device call = staged copy in,
-// kernels, copy out, sync): records 3-5 rows of 512 (CPU ~5-9 us per row; device 17-38 us at one row,
-// +0.3-0.5 us per row), so 2048 elements; RoPE ~18 rows at one head (CPU ~1 us per row; device 12 us + 0.3 us
-// per row), a wash at every row count for 64 heads (the host pass over the unrotated channels is the cost on
-// both sides), so 20 rows; pooling ~2400 input elements (CPU ~10 ns per element, device 21-23 us at 2K-4K),
-// so 2560.
-inline constexpr DeviceThresholds kDefaultThresholds{2048, 20, 2560};
+// The default, from the crossover measured in session 4 rounds 1 and 2 (H200 host; device call = staged copy
+// in, kernels, copy out, sync; the host's speed varied between the rounds): records 3-8 rows of 512 (CPU ~4-9
+// us per row; device 17-38 us at one row, +0.3-0.5 us per row), so 3072 elements (6 rows); RoPE ~18-20 rows
+// at one head (CPU ~1 us per row; device 12 us + 0.3 us per row), a wash at every row count for 64 heads (the
+// host pass over the unrotated channels is the cost on both sides), so 20 rows; pooling ~2400-2700 input
+// elements (CPU ~9-10 ns per element, device 21-25 us at 2K-4K), so 2560.
+inline constexpr DeviceThresholds kDefaultThresholds{3072, 20, 2560};
 // Every call the launchers take runs on the device (the conformance tests, the bench's device column).
 inline constexpr DeviceThresholds kAlwaysDevice{};
 
