@@ -5,8 +5,7 @@
 // the timed numbers are bench_topk's. Phases: short kernel 0 start, 1 loads + max, 2 guess L, 3 flags
 // counted, 4 candidates placed, 5 radix passes, 6 end; long rows: sample kernel 8 start, 9 end; filter CTA
 // (0, 0) 10 start, 11 L read, 12 end; merge CTA 0 13 past its wait (the filter grid done), 14 gathered,
-// 5 radix passes, 15 end. Each shape also gets its call timed with the stream kernel and with the register
-// filter (bench_topk's timing method), an A/B in one run.
+// 5 radix passes, 15 end.
 #define FLASHKV_TOPK_PHASES 1
 // Own names for the entry points, so this copy never meets the library's.
 #define top_k_rows top_k_rows_phases
@@ -70,18 +69,6 @@ void trace_shape(fc::ScoreType type, int64_t n, int64_t rows, const void* scores
   for (int i = 0; i < 3; ++i) traced_call(type, rows, n, scores, out, workspace);  // warm-up
   std::vector<Stamps> calls;
   for (int i = 0; i < kCalls; ++i) calls.push_back(traced_call(type, rows, n, scores, out, workspace));
-  // A/B in the same run: the call's median time with the stream kernel and with the register filter (they
-  // differ only where filter CTAs take several tiles of an aligned row).
-  double ab_ms[2] = {0.0, 0.0};
-  for (int variant = 0; variant < 2; ++variant) {
-    fc::topk_register_filter = variant == 1;
-    ab_ms[variant] = fb::median_ms(nullptr, [&] {
-      fc::top_k_rows_phases(scores, type, rows, n, kK, out, workspace.as<void>(), workspace.bytes(), nullptr);
-    });
-  }
-  fc::topk_register_filter = false;
-  std::printf("  %-28s stream %.1f us, register filter %.1f us\n", name.c_str(), ab_ms[0] * 1e3,
-              ab_ms[1] * 1e3);
   std::printf("  %-28s", name.c_str());
   for (int slot = 0; slot < kSlots; ++slot) {
     if (calls[0][slot][0] == 0) continue;

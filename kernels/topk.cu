@@ -41,14 +41,10 @@ __device__ unsigned long long topk_phase_stamps[32][2];
       topk_phase_stamps[slot][1] = static_cast<unsigned long long>(clock64()); \
     }                                                                          \
   } while (0)
-// bench_topk_phases: aligned rows of several tiles per filter CTA take the register filter instead of the
-// stream kernel (an A/B in one run).
-bool topk_register_filter = false;
 #else
 #define TOPK_PHASE(slot) \
   do {                   \
   } while (0)
-constexpr bool topk_register_filter = false;
 #endif
 
 constexpr int kBins = 2048;                    // 11-bit digits
@@ -779,107 +775,6 @@ __global__ void __launch_bounds__(kFilterThreads, 2)
   TOPK_PHASE(12);
 }
 
-// ---- aligned rows, several tiles per CTA: tiles streamed through shared memory
-// ------------------------------
-//
-// The register path keeps one tile in flight per CTA, and the next iteration needs it after a short
-// compaction: one exposed memory round trip per tile (s4r0: ~2 us per tile per CTA, BF16 and fp32 alike).
-// Here tiles go through kStages shared-memory stages by cp.async, kStages − 1 of them in flight. Each thread
-// copies its own groups (16-byte slots [stage][group][thread]) and reads them back after cp.async.wait_group,
-// so no barrier guards the data; a stage is rewritten one iteration after its reads, whose values the
-// tile's flags consumed before that iteration's barrier.
-
-template <typename T>
-constexpr int kStages = sizeof(T) == 2 ? 4 : 3;  // 64 KB (BF16) / 96 KB (fp32) per CTA, two CTAs per SM
-template <typename T>
-constexpr size_t kStreamBytes = static_cast<size_t>(kStages<T>) * kFilterTile * sizeof(T);
-
-__device__ inline void copy_async_16(void* shared_dst, const void* global_src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(
-                   static_cast<uint32_t>(__cvta_generic_to_shared(shared_dst))),
-               "l"(global_src)
-               : "memory");
-}
-__device__ inline void commit_async() {
-  asm volatile("cp.async.commit_group;" ::: "memory");
-}
-template <int kPending>
-__device__ inline void wait_async() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(kPending) : "memory");
-}
-
-// This thread's entries of tile [base, ...) of a chunk ending at `end` into its slots of `stage`; vectors
-// past the end are −∞ (aligned rows: a vector lies wholly inside or wholly past the end).
-template <typename T>
-__device__ inline void copy_tile(const T* data, int64_t base, int64_t end, uint4* stage) {
-  constexpr int V = kVector<T>;
-  constexpr uint32_t kPadding = sizeof(T) == 4 ? 0xFF800000u : 0xFF80FF80u;
-  const int64_t first = base + static_cast<int64_t>(threadIdx.x) * kItems;
-#pragma unroll
-  for (int q = 0; q < kItems / V; ++q) {
-    const int64_t i = first + V * q;
-    uint4* slot = stage + q * kFilterThreads + threadIdx.x;
-    if (i < end)
-      copy_async_16(slot, data + i);
-    else
-      *slot = make_uint4(kPadding, kPadding, kPadding, kPadding);
-  }
-}
-
-// As top_k_filter_kernel<T, kVector<T>, false> (L from the sample kernel), with the tiles streamed.
-template <typename T>
-__global__ void __launch_bounds__(kFilterThreads, 2)
-    top_k_stream_kernel(const T* scores, int64_t n, int64_t chunk, FilterWorkspace ws) {
-  constexpr int V = kVector<T>;
-  constexpr int kGroups = kItems / V;
-  constexpr int kAhead = kStages<T> - 1;
-  extern __shared__ uint4 stages[];  // [kStages][kGroups][kFilterThreads]
-  __shared__ uint32_t warp_counts[2][kFilterWarps];
-  TOPK_PHASE(10);
-  asm volatile("griddepcontrol.launch_dependents;");  // the merge kernel may start (it waits for this grid)
-  const int64_t row = blockIdx.y;
-  const T* data = scores + row * n;
-  const int64_t begin = static_cast<int64_t>(blockIdx.x) * chunk;
-  const int64_t end = min(n, begin + chunk);
-  const int tiles = static_cast<int>((end - begin + kFilterTile - 1) / kFilterTile);
-  const auto stage = [&](int t) { return stages + (t % kStages<T>)*kGroups * kFilterThreads; };
-  // The first kAhead tiles go out before L is known (one commit group per tile, empty past the last).
-#pragma unroll
-  for (int t = 0; t < kAhead; ++t) {
-    if (t < tiles) copy_tile(data, begin + t * kFilterTile, end, stage(t));
-    commit_async();
-  }
-  asm volatile("griddepcontrol.wait;" ::: "memory");  // the sample grid has completed: L is in ws.lower
-  const float lower_score = threshold_score<T>(ws.lower[row]);
-  TOPK_PHASE(11);
-  uint2* kept = ws.kept + (row * gridDim.x + blockIdx.x) * static_cast<int64_t>(kCapacity);
-  const auto emit = [&](uint32_t slot, uint32_t key, int64_t index) {
-    if (slot < kCapacity) kept[slot] = make_uint2(key, static_cast<uint32_t>(index));
-  };
-  uint32_t written = 0;
-  for (int t = 0; t < tiles; ++t) {
-    if (t + kAhead < tiles)
-      copy_tile(data, begin + static_cast<int64_t>(t + kAhead) * kFilterTile, end, stage(t + kAhead));
-    commit_async();
-    wait_async<kAhead>();  // this thread's copies of tile t have landed
-    uint32_t current[kWords<T>];
-    const uint4* slots = stage(t) + threadIdx.x;
-#pragma unroll
-    for (int j = 0; j < kGroups; ++j) {
-      const uint4 v = slots[j * kFilterThreads];
-      current[4 * j] = v.x;
-      current[4 * j + 1] = v.y;
-      current[4 * j + 2] = v.z;
-      current[4 * j + 3] = v.w;
-    }
-    written += filter_tile<T>(
-        current, lower_score, begin + static_cast<int64_t>(t) * kFilterTile, written, warp_counts[t & 1],
-        [] {}, emit);
-  }
-  if (threadIdx.x == 0) ws.counts[row * gridDim.x + blockIdx.x] = written;
-  TOPK_PHASE(12);
-}
-
 // Row blockIdx.x: the chunks' candidates gathered in chunk order (= index order) into dynamic shared memory
 // (kCapacity keys, then kCapacity indices) and selected; when the guess failed (fewer than k candidates and
 // not every valid entry, or more than kCapacity) the exact radix select over the whole row instead.
@@ -1020,7 +915,6 @@ void launch(const T* scores, int64_t rows, int64_t n, int64_t k, int32_t* out, v
     allow_shared_memory(top_k_short_kernel<T, 1>, kShortMax * 2 * sizeof(uint32_t));
     allow_shared_memory(top_k_short_kernel<T, kVector<T>>, kShortMax * 2 * sizeof(uint32_t));
     allow_shared_memory(top_k_merge_kernel<T>, kCapacity * 2 * sizeof(uint32_t));
-    allow_shared_memory(top_k_stream_kernel<T>, kStreamBytes<T>);
     allow_shared_memory(top_k_row_kernel<T>, kMaxCachedKeys * sizeof(uint32_t));
     return true;
   }();
@@ -1056,10 +950,7 @@ void launch(const T* scores, int64_t rows, int64_t n, int64_t k, int32_t* out, v
       } else {
         top_k_sample_kernel<T><<<grid_rows, kSampleThreads, 0, stream>>>(scores, n, k, ws.lower);
         FKV_CUDA_CHECK_LAUNCH();
-        if (aligned && !topk_register_filter)
-          launch_dependent(top_k_stream_kernel<T>, grid, kFilterThreads, kStreamBytes<T>, stream, scores, n,
-                           chunk, ws);
-        else if (aligned)
+        if (aligned)
           launch_dependent(top_k_filter_kernel<T, kVector<T>, false>, grid, kFilterThreads, 0, stream, scores,
                            n, k, chunk, ws);
         else
