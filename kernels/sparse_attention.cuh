@@ -69,7 +69,7 @@ struct SparseAttentionArgs {
 size_t sparse_attention_workspace_bytes(int64_t n, int window_cap, int topk);
 
 // Implementation choice; every variant computes the same function (the GPU test runs each against the CPU),
-// the kOnline* ones within a looser bound.
+// kOnline within a looser bound.
 enum class SparseAttentionVariant {
   kAuto,  // measured fastest (H200, 2026-11-29): kSplitKeys up to 8 rows (faithful order), kOnline above
           // (its bound) — so CudaBackend's numerics depend on the row count (sparse_attention_auto_variant)
@@ -77,8 +77,6 @@ enum class SparseAttentionVariant {
   kOnline,  // one CTA per row, single pass (each key tile decoded once), online softmax: P is rounded to
             // BF16 before normalisation, so NOT the faithful order — within the bound that
             // tests/gpu/test_sparse_attention.cpp derives ((2^-7 + 2^-10)·Σ p|v| + 1 BF16 ulp per element)
-  kOnlineSpecialized,  // kOnline's arithmetic, warp-specialised: a producer warpgroup decodes tiles while
-                       // two consumer warpgroups multiply (same bound)
   kSplitKeys,  // small batches: one CTA per (row, 64 keys), statistics combined exactly, three launches
                // (device scratch from the workspace or cudaMallocAsync on the stream)
   // Diagnostic / portable: warp-level mma.sync m16n8k16 with the fp32 reference decoders; the path the
