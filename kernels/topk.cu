@@ -41,10 +41,14 @@ __device__ unsigned long long topk_phase_stamps[32][2];
       topk_phase_stamps[slot][1] = static_cast<unsigned long long>(clock64()); \
     }                                                                          \
   } while (0)
+// bench_topk_phases: every filter CTA takes its own sample (two launches) also where CTAs take several tiles,
+// for an A/B against the sample kernel in one run.
+bool topk_own_sample_always = false;
 #else
 #define TOPK_PHASE(slot) \
   do {                   \
   } while (0)
+constexpr bool topk_own_sample_always = false;
 #endif
 
 constexpr int kBins = 2048;                    // 11-bit digits
@@ -940,7 +944,8 @@ void launch(const T* scores, int64_t rows, int64_t n, int64_t k, int32_t* out, v
       const int64_t chunk = filter_chunk(rows, n);
       const dim3 grid(static_cast<unsigned>(chunks), grid_rows);
       const bool aligned = vector_aligned(scores, n);
-      if (chunk == kFilterTile) {  // one tile per CTA: each takes the sample itself (two launches, not three)
+      // One tile per CTA: each takes the sample itself (two launches, not three).
+      if (chunk == kFilterTile || topk_own_sample_always) {
         if (aligned)
           top_k_filter_kernel<T, kVector<T>, true>
               <<<grid, kFilterThreads, 0, stream>>>(scores, n, k, chunk, ws);
