@@ -2,8 +2,7 @@
 // faithful numerics, batch 1 (decode) and 4 query rows: median time and the fraction of the bandwidth
 // floor, the time to read the key records and write the fp32 scores once at the device-to-device copy
 // bandwidth measured in the same run (goal >= 0.7). Queries are MXFP4 fake-quantized, as the engine
-// passes them. Each shape also runs with the scores kernel built for 6 CTAs per SM ("_occ6",
-// IndexScoringArgs::wide_occupancy) beside the default 4.
+// passes them.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -59,34 +58,31 @@ int main() {
     fc::dequantize_mxfp4_keys(query_records.as<uint8_t>(), query_rows, kDim, queries.as<float>(), stream);
     fb::fill_random(weights.as<float>(), kMaxRows * kHeads, 33, 0.1f, stream);
     fb::DeviceBuffer workspace(fc::index_scores_workspace_bytes(kMaxRows, kHeads));
-    for (const bool wide : {false, true}) {
-      for (const int64_t n : kLengths) {
-        for (const int64_t rows : kBatches) {
-          const std::string name = std::string("index_scores") + (wide ? "_occ6" : "") + "_n" +
-                                   std::to_string(n) + "_b" + std::to_string(rows);
-          if (!fb::selected(name)) continue;
-          fill_visible<<<1, 32, 0, stream>>>(visible.as<int64_t>(), rows, n);
-          FKV_CUDA_CHECK_LAUNCH();
-          fc::IndexScoringArgs args;
-          args.queries = queries.as<float>();
-          args.head_weights = weights.as<float>();
-          args.n = rows;
-          args.heads = kHeads;
-          args.dim = kDim;
-          args.keys = keys.as<uint8_t>();
-          args.key_format = fc::IndexKeyFormat::kMxfp4;
-          args.key_count = n;
-          args.n_visible = visible.as<int64_t>();
-          args.scores = scores.as<float>();
-          args.faithful = true;
-          args.workspace = workspace.as<void>();
-          args.workspace_bytes = workspace.bytes();
-          args.wide_occupancy = wide;
-          const double ms = fb::median_ms(stream, [&] { fc::index_scores(args, stream); });
-          const double bytes = static_cast<double>(n * kKeyBytes + rows * n * 4);
-          const double floor_ms = bytes / (copy_gbs * 1e9) * 1e3;
-          fb::print_result(kProgram, name, ms * 1e3, "us", floor_ms / ms);
-        }
+    for (const int64_t n : kLengths) {
+      for (const int64_t rows : kBatches) {
+        const std::string name =
+            std::string("index_scores_n") + std::to_string(n) + "_b" + std::to_string(rows);
+        if (!fb::selected(name)) continue;
+        fill_visible<<<1, 32, 0, stream>>>(visible.as<int64_t>(), rows, n);
+        FKV_CUDA_CHECK_LAUNCH();
+        fc::IndexScoringArgs args;
+        args.queries = queries.as<float>();
+        args.head_weights = weights.as<float>();
+        args.n = rows;
+        args.heads = kHeads;
+        args.dim = kDim;
+        args.keys = keys.as<uint8_t>();
+        args.key_format = fc::IndexKeyFormat::kMxfp4;
+        args.key_count = n;
+        args.n_visible = visible.as<int64_t>();
+        args.scores = scores.as<float>();
+        args.faithful = true;
+        args.workspace = workspace.as<void>();
+        args.workspace_bytes = workspace.bytes();
+        const double ms = fb::median_ms(stream, [&] { fc::index_scores(args, stream); });
+        const double bytes = static_cast<double>(n * kKeyBytes + rows * n * 4);
+        const double floor_ms = bytes / (copy_gbs * 1e9) * 1e3;
+        fb::print_result(kProgram, name, ms * 1e3, "us", floor_ms / ms);
       }
     }
     FKV_CUDA_CHECK(cudaStreamDestroy(stream));

@@ -199,14 +199,12 @@ constexpr int kFastTileEntries = 128;                         // entries per pip
 constexpr int kKeyBytes = 68;                                 // mxfp4_key_bytes(128)
 constexpr int kFastTileBytes = kFastTileEntries * kKeyBytes;  // 8704, a multiple of 16
 constexpr int kFastStages = 3;
-// CTAs per SM the registers allow. Default: 128 registers, 4 CTAs, the query B fragments of the
-// narrow-term path (4 KB per row) in shared memory. s4r1 measured 64 registers / 8 CTAs (2 stages) slower
-// than that at every shape (1M b1 59.1 vs 55.9 us, 64K b1 16.9 vs 14.2: spill reloads and longer
-// dependency chains per warp; L1, which holds the spills, shrinks to ~40 KB next to 8 CTAs' shared
-// memory). The benchmark compares it with 6 CTAs (80 registers, B fragments read from global memory: the
-// same bytes for every CTA, L1 hits; no spills on the narrow-term loop), IndexScoringArgs::wide_occupancy.
-template <bool kSharedFrags>
-constexpr int kFastMinCtasPerSm = kSharedFrags ? 4 : 6;
+// CTAs per SM the registers allow: 128 registers, 4 CTAs, the query B fragments of the narrow-term path
+// (4 KB per row) in shared memory. Measured slower: 64 registers / 8 CTAs / 2 stages (s4r1: 1M b1 59.1 vs
+// 55.9 us, 64K b1 16.9 vs 14.2; spill reloads, longer chains per warp, L1 squeezed by 8 CTAs' shared
+// memory) and 80 registers / 6 CTAs with the fragments read from global memory (s4r2: 1M b1 54.3 vs 53.8,
+// b4 124.0 vs 115.6).
+constexpr int kFastMinCtasPerSm = 4;
 constexpr int kFastRows = 4;  // query rows per CTA
 constexpr int kMaxFastHeads = 64;
 constexpr int kExactSpan = 9;  // binades of scale spread the fp32 accumulation absorbs exactly
@@ -841,23 +839,21 @@ __device__ __noinline__ void score_exact_entries(const FastArgs& a, const uint8_
 
 // kHeads: the head count when it is 32 (the V4.1 shape: the narrow-term loop unrolled, constant offsets),
 // else 0 (any multiple of 8 up to kMaxFastHeads, from the arguments).
-template <int kHeads, bool kSharedFrags>
-__global__ void __launch_bounds__(kFastThreads, kFastMinCtasPerSm<kSharedFrags>)
+template <int kHeads>
+__global__ void __launch_bounds__(kFastThreads, kFastMinCtasPerSm)
     fast_scores_kernel(const __grid_constant__ FastArgs a) {
   extern __shared__ __align__(16) uint8_t smem[];
   const int64_t row0 = static_cast<int64_t>(blockIdx.y) * a.rows_per_cta;
   const int rows_cta = a.rows_per_cta, heads = kHeads > 0 ? kHeads : a.heads, per_row = heads * kFastDim;
-  // The query B fragments of the narrow-term path in shared memory or global memory (kFastMinCtasPerSm);
-  // the per-block path (rare tiles) reads the query values from global memory.
+  // Shared memory holds what the narrow-term path reads; the per-block path (rare tiles) reads the query
+  // values from global memory.
   uint8_t* stages = smem;  // kFastStages tiles
   const auto* global_frags = reinterpret_cast<const uint2*>(a.queries.frags) + row0 * per_row / 8;
-  auto* shared_frags =
-      reinterpret_cast<uint2*>(smem + kFastStages * kFastTileBytes);  // [rows, heads / 8, 4, 32]
-  const uint2* frags = kSharedFrags ? shared_frags : global_frags;
-  auto* starts = reinterpret_cast<int4*>(shared_frags + (kSharedFrags ? rows_cta * per_row / 8 : 0));
-  auto* ws = reinterpret_cast<float2*>(starts + rows_cta * heads / 2);   // [rows, heads / 2]
-  auto* q_scales = reinterpret_cast<float*>(ws + rows_cta * heads / 2);  // [rows, heads, 4]
-  float* weights = q_scales + rows_cta * heads * kFastBlocks;            // [rows, heads]
+  auto* frags = reinterpret_cast<uint2*>(smem + kFastStages * kFastTileBytes);  // [rows, heads / 8, 4, 32]
+  auto* starts = reinterpret_cast<int4*>(frags + rows_cta * per_row / 8);       // [rows, heads / 2]
+  auto* ws = reinterpret_cast<float2*>(starts + rows_cta * heads / 2);          // [rows, heads / 2]
+  auto* q_scales = reinterpret_cast<float*>(ws + rows_cta * heads / 2);         // [rows, heads, 4]
+  float* weights = q_scales + rows_cta * heads * kFastBlocks;                   // [rows, heads]
   __shared__ int row_fast[kFastRows], row_span[kFastRows];
   __shared__ int2 row_range[kFastRows];
   __shared__ int64_t row_visible[kFastRows];
@@ -875,10 +871,8 @@ __global__ void __launch_bounds__(kFastThreads, kFastMinCtasPerSm<kSharedFrags>)
     }
   }
   wait_for_previous_grid();
-  if constexpr (kSharedFrags) {
-    for (int i = threadIdx.x; i < rows * per_row / 16; i += kFastThreads)
-      reinterpret_cast<uint4*>(shared_frags)[i] = reinterpret_cast<const uint4*>(global_frags)[i];
-  }
+  for (int i = threadIdx.x; i < rows * per_row / 16; i += kFastThreads)
+    reinterpret_cast<uint4*>(frags)[i] = reinterpret_cast<const uint4*>(global_frags)[i];
   for (int i = threadIdx.x; i < rows * heads / 2; i += kFastThreads) {
     const int2 even = a.queries.terms[row0 * heads + 2 * i], odd = a.queries.terms[row0 * heads + 2 * i + 1];
     starts[i] = make_int4(even.x, odd.x, even.x, odd.x);
@@ -923,8 +917,8 @@ __global__ void __launch_bounds__(kFastThreads, kFastMinCtasPerSm<kSharedFrags>)
         }
         const int2 range = row_range[r];
         if (k.narrow && k.lowest >= range.x && k.highest <= range.y) {
-          // The head loop unrolled by 2: fully unrolled, the 128-register build stores the A fragments to
-          // local memory after every decode (32 STL per 32 entries) and the 80-register one spills 576 B.
+          // The head loop unrolled by 2: fully unrolled, the kernel stores the A fragments to local memory
+          // after every decode (32 STL per 32 entries).
           constexpr int kUnroll = 2;
           score_narrow_entries<kHeads, kUnroll>(a, frag_a, ek, frags + r * per_row / 8,
                                                 starts + r * heads / 2, ws + r * heads / 2, heads, entry0,
@@ -947,12 +941,11 @@ __global__ void __launch_bounds__(kFastThreads, kFastMinCtasPerSm<kSharedFrags>)
   }
 }
 
-size_t fast_scores_smem(int heads, int rows_per_cta, bool shared_frags) {
-  // Stages, then per row: fragments (128 B per head, if in shared memory), starts (8 B per head), scaled
-  // weights (4 B), block scales (16 B) and weights (4 B).
+size_t fast_scores_smem(int heads, int rows_per_cta) {
+  // Stages, then per row: fragments (128 B per head), starts (8 B per head), scaled weights (4 B), block
+  // scales (16 B) and weights (4 B).
   return static_cast<size_t>(kFastStages) * kFastTileBytes +
-         static_cast<size_t>(rows_per_cta) * heads *
-             ((shared_frags ? kFastDim : 0) + 8 + 4 + 4 * (kFastBlocks + 1));
+         static_cast<size_t>(rows_per_cta) * heads * (kFastDim + 8 + 4 + 4 * (kFastBlocks + 1));
 }
 
 bool fast_path_applies(const IndexScoringArgs& args) {
@@ -998,23 +991,18 @@ void launch_fast_scores(const IndexScoringArgs& args, void* workspace, cudaStrea
   FKV_CUDA_CHECK_LAUNCH();
   const int rows_per_cta = static_cast<int>(std::min<int64_t>(args.n, kFastRows));
   constexpr int kShapeHeads = 32;  // the V4.1 indexer
-  // Kernels: 32 heads (4 or, as asked, 6 CTAs per SM), other head counts (4 CTAs per SM).
-  const bool shape = args.heads == kShapeHeads, shared_frags = !(shape && args.wide_occupancy);
-  const size_t smem = fast_scores_smem(args.heads, rows_per_cta, shared_frags);
-  const auto kernel = !shape         ? fast_scores_kernel<0, true>
-                      : shared_frags ? fast_scores_kernel<kShapeHeads, true>
-                                     : fast_scores_kernel<kShapeHeads, false>;
+  const size_t smem = fast_scores_smem(args.heads, rows_per_cta);
+  const auto kernel = args.heads == kShapeHeads ? fast_scores_kernel<kShapeHeads> : fast_scores_kernel<0>;
   static const bool configured = [] {
-    const int limit = static_cast<int>(fast_scores_smem(kMaxFastHeads, kFastRows, true));
-    for (const auto k : {fast_scores_kernel<kShapeHeads, true>, fast_scores_kernel<kShapeHeads, false>,
-                         fast_scores_kernel<0, true>})
+    const int limit = static_cast<int>(fast_scores_smem(kMaxFastHeads, kFastRows));
+    for (const auto k : {fast_scores_kernel<kShapeHeads>, fast_scores_kernel<0>})
       FKV_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
     return true;
   }();
   (void)configured;
-  // Resident CTAs per SM, remembered per (kernel, rows, heads / 8) and thread: no occupancy query per call.
-  thread_local int resident[2][kFastRows + 1][kMaxFastHeads / 8 + 1] = {};
-  int& blocks_per_sm = resident[shared_frags][rows_per_cta][args.heads / 8];
+  // Resident CTAs per SM, remembered per (rows, heads / 8) and thread: no occupancy query per call.
+  thread_local int resident[kFastRows + 1][kMaxFastHeads / 8 + 1] = {};
+  int& blocks_per_sm = resident[rows_per_cta][args.heads / 8];
   if (blocks_per_sm == 0) {
     FKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kernel, kFastThreads, smem));
     blocks_per_sm = std::max(blocks_per_sm, 1);

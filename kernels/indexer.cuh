@@ -48,9 +48,6 @@ struct IndexScoringArgs {
   // sum) as if its rounding certificate had failed. Same results, slower; tests/gpu/test_indexer.cpp runs
   // it so that the conformance tests cover that path every time.
   bool force_exact_redo = false;
-  // Benchmark hook (A/B in one run): the 32-head tensor-core kernel built for 6 CTAs per SM (80 registers,
-  // query fragments from global memory) instead of 4 (128 registers). Same results.
-  bool wide_occupancy = false;
 };
 
 size_t index_scores_workspace_bytes(int64_t n, int heads);
