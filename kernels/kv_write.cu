@@ -52,19 +52,23 @@ constexpr int kThreads = 256;
 // Resident CTAs per SM the register allocation is capped for: a row is one long dependent chain, so
 // throughput comes from warps in flight (GPU round 3: 96 registers, 16 warps/SM, latency-bound at 28% of
 // copy).
-constexpr int kWindowCtasPerSm = 4;  // <= 64 registers: 32 warps/SM
+// Window and key kernels: <= 80 registers, 24 warps/SM (GPU round s4r2: window 44.6% of copy at 80 registers
+// vs 42.3% at 64, keys 20.8% vs 19.6%; 64 spilled in the row loop).
+constexpr int kWindowCtasPerSm = 3;
 constexpr int kCompressorCtasPerSm =
     3;  // <= 80 registers: 24 warps/SM (four 16-channel fp32 inputs per lane)
 constexpr unsigned kFullMask = 0xffffffffu;
-// A fast RMSNorm value this many fp32 ulps or fewer from a BF16 rounding midpoint takes the double path.
-constexpr uint32_t kMidpointMargin = 8;
+// A fast RMSNorm value this many fp32 ulps or fewer from a BF16 rounding midpoint takes the double path
+// (norm_estimate: 4 would do; 5 declines 11 of every 65536 values, 8 declined 17: round s4r2 put the
+// fallback at a quarter of the window kernel's time, 12% of its rows).
+constexpr uint32_t kMidpointMargin = 5;
 // Stage ablations of the window kernel (set_window_ablation_for_bench): kv_write.cuh.
 // Compile-time for the window kernel (dim 512, faithful only): checking a run-time value in every row cost
 // registers and moves.
 constexpr unsigned kAblateRope = 1, kAblateNormFallback = 4, kAblateNormAndRope = 8;
 constexpr unsigned kAblateUncappedRegisters = 16;  // all three kernels, records still valid
-// the window (dim 512) and key (dim 128) kernels, faithful, at 3 CTAs per SM (80 registers)
-constexpr unsigned kWindow80Registers = 32;
+// the window (dim 512) and key (dim 128) kernels, faithful, at 4 CTAs per SM (64 registers): A/B
+constexpr unsigned kWindow64Registers = 32;
 unsigned g_window_ablation = 0;
 
 // ---- row loads and stores -------------------------------------------------------------------------------
@@ -326,9 +330,11 @@ __device__ float reciprocal_sqrt(float m) {
 // Faithful fast path: bf16(fp32(w·(x/root))) is the BF16 rounding of the fp32 estimate RN(w·RN(x·r)), r =
 // reciprocal_sqrt(RN(mean_square)) (relative error at most 1.5·2^-24 + 2^-40, see there; in all below
 // 4.01·2^-24, i.e. under 4.01 fp32 ulps at the estimate; the CPU's double value is within 2^-52 of exact)
-// whenever the estimate is more than kMidpointMargin ulps from a BF16 rounding midpoint (low half 0x8000):
-// then the exact value, the CPU's double and its fp32 rounding all lie strictly on the estimate's side
-// (margin 8: 1.8 times the 4.51 ulps the argument needs). The estimate must
+// whenever the estimate is more than kMidpointMargin ulps from a BF16 rounding midpoint M (low half 0x8000):
+// then the exact value, the CPU's double and its fp32 rounding all lie strictly on the estimate's side (an
+// accepted estimate is at least margin + 1 = 6 ulps from M, the exact value at least 6 − 4.01 ulps, and
+// the CPU's fp32 rounding of its double moves it by at most half an ulp; margin > 3.51 suffices). The
+// estimate must
 // also be at least 2^-60: with |w| < 2^60 the product x·r did not underflow (>= 2^-120); a NaN r (mean square
 // outside the fp32 range) fails that too. Nothing overflows: |x|·r <= sqrt(dim)·(1 + 2^-22) < 2^4.6 for any
 // channel of the row (the mean square is at least x²/dim), and the lane's weights are below 2^60
@@ -433,9 +439,15 @@ __device__ __noinline__ PackedPairs rms_norm_fallback(PackedPairs pairs, const R
   reload(y);
   uint32_t open = 0;  // bit i: channel i needs the exact path
   if (declined) {
+    float ws[kChannels];  // all loads first: one latency, not sixteen in a chain
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const float4 w = __ldg(reinterpret_cast<const float4*>(weight + lane_in_row * kChannels) + q);
+      ws[4 * q] = w.x, ws[4 * q + 1] = w.y, ws[4 * q + 2] = w.z, ws[4 * q + 3] = w.w;
+    }
 #pragma unroll
     for (int i = 0; i < kChannels; ++i) {
-      const float w = __ldg(weight + lane_in_row * kChannels + i);
+      const float w = ws[i];
       if (!weights_bounded || norm_estimate_declined(norm_estimate(y[i], w, inverse_root))) {
         const uint32_t bits = double_norm_bf16(y[i], w, inverse_root_d);
         if (bits != kNormOpen) {
@@ -1380,7 +1392,7 @@ struct WindowKernels {
         default:
           break;
       }
-      if (g_window_ablation & kWindow80Registers) return window_write_kernel<kDim, kFaithful, 3>;
+      if (g_window_ablation & kWindow64Registers) return window_write_kernel<kDim, kFaithful, 4>;
     }
     return uncapped_registers() ? window_write_kernel<kDim, kFaithful, 1>
                                 : window_write_kernel<kDim, kFaithful, kWindowCtasPerSm>;
@@ -1403,7 +1415,7 @@ template <int kDim, bool kFaithful>
 struct KeyKernels {
   static auto get() {
     if constexpr (kDim == 128 && kFaithful) {  // bench A/B
-      if (g_window_ablation & kWindow80Registers) return index_key_write_kernel<kDim, kFaithful, 3>;
+      if (g_window_ablation & kWindow64Registers) return index_key_write_kernel<kDim, kFaithful, 4>;
     }
     return uncapped_registers() ? index_key_write_kernel<kDim, kFaithful, 1>
                                 : index_key_write_kernel<kDim, kFaithful, kWindowCtasPerSm>;
