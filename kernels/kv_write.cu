@@ -15,15 +15,16 @@
 //     in any order and recomputes the CPU's order (a serial scan across the lanes) only for rows that fail
 //     it (rows with channels 2^20 times smaller than their norm, or fp32 rows of full precision).
 //   - RMSNorm output bf16(fp32(w·(x/root))) in double: the kernel forms w·x·rsqrt(mean square) in fp32
-//     (relative error below 4·2^-24, i.e. 4 fp32 ulps) and keeps its BF16 rounding when that value is more
-//     than 16 ulps from a BF16 rounding midpoint (so the exact value and the CPU's double result round the
-//     same way); otherwise (about 1 value in 2000) it evaluates the CPU's double expression itself.
+//     (rsqrt.approx plus one Newton step; estimate within ~4.01 fp32 ulps) and keeps its BF16 rounding when
+//     that value is more than kMidpointMargin (5) ulps from a BF16 rounding midpoint (the argument needs
+//     > 3.51, see below), so the exact value and the CPU's double result round the same way; otherwise the
+//     out-of-line fallback evaluates the CPU's double expression itself.
 //   - RoPE: the CPU's double expressions with explicit _rn intrinsics (no FMA contraction), angles as fp32
-//     products; cos and sin from libdevice (see the caveat in kv_write.cuh). The row's pairs are spread over
-//     all its lanes, one cos/sin per lane for a 512-channel row.
+//     products; cos and sin from a k·π/32 table and short polynomials, used when the result is far from an
+//     fp32 rounding midpoint, else libdevice's (see the caveat in kv_write.cuh and
+//     docs/perf-notes/kv-write.md for the host checks). The row's pairs are spread over all its lanes.
 //   - Ratio-2 pooling: an fp32 estimate with an error bound, kept when it is far from a BF16 midpoint, else
-//   the
-//     CPU's double expression (exp from libdevice).
+//     the CPU's double expression (exp from libdevice).
 //   - Quantizers: block scales from the host functions compiled for the device, codes from the exact
 //     shortcuts of kv_element_codecs.cuh (as kv_quant.cu).
 #include "kv_write.cuh"
