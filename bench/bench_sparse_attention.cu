@@ -123,9 +123,9 @@ void print_profile(fc::SparseAttentionArgs args, cudaStream_t stream, fc::Sparse
   // the sixth key tile's iteration by stage (cycles; 0 where the variant has no such mark)
   if (online) {
     std::printf(
-        "  tile 5 %s (CTA 0, cycles): Q.K^T issue + half decode %.0f | Q.K^T wait %.0f | exchange, softmax, "
-        "P.V issue, half decode %.0f | P.V wait %.0f\n",
-        name.c_str(), d(10, 11), d(11, 12), d(12, 15), d(15, 16));
+        "  tile 5 %s (CTA 0, cycles): Q.K^T issue + half decode %.0f | Q.K^T wait %.0f | exchanges, softmax, "
+        "P.V issue %.0f | half decode %.0f | P.V wait %.0f\n",
+        name.c_str(), d(10, 11), d(11, 12), d(12, 13), d(13, 15), d(15, 16));
   } else {
     std::printf(
         "  tile 5 %s (CTA 0, cycles): Q.K^T decode %.0f | barrier+MMA %.0f | halves sum %.0f, P.V decode "

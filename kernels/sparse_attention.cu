@@ -280,38 +280,78 @@ __device__ inline uint8_t* prob_chunk(const Layout& s, int h, int chunk) {
 // ---- key list
 // ----------------------------------------------------------------------------------------------
 
-// Appends the non-negative entries of list[0, count) to keys[base...] in order (one warp); returns the new
-// length.
-__device__ inline int append_valid(const int32_t* list, int count, int32_t* keys, int base, int lane) {
-  for (int start = 0; start < count; start += 32) {
-    const int i = start + lane;
-    const int32_t v = i < count ? list[i] : -1;
-    const unsigned valid = __ballot_sync(0xffffffffu, v >= 0);
-    if (v >= 0) keys[base + __popc(valid & ((1u << lane) - 1u))] = v;
-    base += __popc(valid);
+// The row's list slots go in chunks of 32: the window list's chunks, then the selection's (each list's last
+// chunk may be partial, so at most kKeyChunks), chunk c to warp c mod 8 in its round c / 8, one slot a lane.
+constexpr int kKeyChunks = kSparseAttentionMaxKeys / 32 + 2;
+constexpr int kKeyRounds = (kKeyChunks + kThreads / 32 - 1) / (kThreads / 32);
+static_assert(kKeyChunks <= 32, "one lane per chunk in the scan");
+
+struct KeySlots {
+  int32_t v[kKeyRounds];  // this lane's slot of each of its warp's chunks (-1: none)
+};
+
+__device__ inline int window_chunks(const SparseAttentionArgs& args) {
+  return (args.window_cap + 31) / 32;
+}
+
+// Issues this thread's loads of the row's list slots; nothing consumes them before compact_key_list, so the
+// list's round trip overlaps whatever the kernel issues in between (Q's copies, the sinks).
+__device__ inline KeySlots load_key_slots(const SparseAttentionArgs& args, int64_t row) {
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  KeySlots slots;
+#pragma unroll
+  for (int r = 0; r < kKeyRounds; ++r) {
+    const int c = warp + (kThreads / 32) * r;
+    int32_t v = -1;
+    if (c < window_chunks(args)) {
+      const int i = 32 * c + lane;
+      if (i < args.window_cap) v = __ldg(args.window_rows + row * args.window_cap + i);
+    } else {
+      const int i = 32 * (c - window_chunks(args)) + lane;  // (past the selection's chunks: i >= topk)
+      if (i < args.topk) v = __ldg(args.selection + row * args.topk + i);
+    }
+    slots.v[r] = v;
   }
-  return base;
+  return slots;
 }
 
 // The row's keys in `keys` (record indices: visible window rows, then selected entries, in order) and
-// counts[0] = window keys, counts[1] = all keys. The lists are staged in shared memory (`staged`, window_cap
-// + topk ints of scratch) by every thread in one round trip, then compacted by one warp. Ends synchronized.
-__device__ void build_key_list(const SparseAttentionArgs& args, int64_t row, int32_t* staged, int32_t* keys,
-                               int* counts) {
-  for (int i = static_cast<int>(threadIdx.x); i < args.window_cap + args.topk;
-       i += static_cast<int>(blockDim.x)) {
-    staged[i] = i < args.window_cap ? args.window_rows[row * args.window_cap + i]
-                                    : args.selection[row * args.topk + (i - args.window_cap)];
+// counts[0] = window keys, counts[1] = all keys, from every thread's slots: each warp counts the valid slots
+// of its chunks into `chunk_counts` (kKeyChunks ints of shared scratch), then, after a barrier, scans the
+// counts (a lane per chunk) and scatters its valid slots. Ends synchronized. (One warp compacting the whole
+// list took ~20 dependent ballot steps.)
+__device__ void compact_key_list(const SparseAttentionArgs& args, const KeySlots& slots, int* chunk_counts,
+                                 int32_t* keys, int* counts) {
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const int chunks = window_chunks(args) + (args.topk + 31) / 32;
+  unsigned valid[kKeyRounds];
+#pragma unroll
+  for (int r = 0; r < kKeyRounds; ++r) {
+    const int c = warp + (kThreads / 32) * r;
+    valid[r] = __ballot_sync(0xffffffffu, slots.v[r] >= 0);
+    if (lane == 0 && c < chunks) chunk_counts[c] = __popc(valid[r]);
   }
   __syncthreads();
-  if (threadIdx.x < 32) {
-    const int lane = static_cast<int>(threadIdx.x);
-    const int window_keys = append_valid(staged, args.window_cap, keys, 0, lane);
-    const int total = append_valid(staged + args.window_cap, args.topk, keys, window_keys, lane);
-    if (lane == 0) {
-      counts[0] = window_keys;
-      counts[1] = total;
-    }
+  const int count = lane < chunks ? chunk_counts[lane] : 0;
+  int end = count;  // inclusive scan: the keys up to the end of chunk `lane`
+#pragma unroll
+  for (int d = 1; d < 32; d *= 2) {
+    const int before = __shfl_up_sync(0xffffffffu, end, d);
+    if (lane >= d) end += before;
+  }
+#pragma unroll
+  for (int r = 0; r < kKeyRounds; ++r) {
+    const int c = warp + (kThreads / 32) * r;
+    const int base = __shfl_sync(0xffffffffu, end - count, c % 32);
+    if (c < chunks && slots.v[r] >= 0) keys[base + __popc(valid[r] & ((1u << lane) - 1u))] = slots.v[r];
+  }
+  const int window_keys = __shfl_sync(0xffffffffu, end, std::max(window_chunks(args) - 1, 0));
+  const int total = __shfl_sync(0xffffffffu, end, std::max(chunks - 1, 0));
+  if (threadIdx.x == 0) {
+    counts[0] = window_chunks(args) > 0 ? window_keys : 0;
+    counts[1] = chunks > 0 ? total : 0;
   }
   __syncthreads();
 }
@@ -550,7 +590,10 @@ __device__ inline void decode_tile(const KeySource& src, int tile, const TileRec
 // The key's row phase (key mod 8) is warp ^ ((kWorkers / 32)·i mod 8), known per i at compile time, so the
 // swizzled offsets of chunk i are a per-thread base plus a constant: immediate offsets of the stores, no
 // per-chunk address registers to keep live or spill.
-template <int kKeys, int kWorkers>
+// kRotateUpper (the one-pass kernel): channels 256..511 (slabs 4-7, lanes 16-31) of key k go to row
+// k ^ kKeys/2 of their slabs, so the warpgroup multiplying those channels sees the two halves of the keys
+// swapped (its own half of the softmax then sits in its first accumulators).
+template <int kKeys, int kWorkers, bool kRotateUpper = false>
 __device__ inline void store_decoded_chunk(uint8_t* buffer, int i, uint4 lo, uint4 hi) {
   constexpr int kKeysPerStep = kWorkers / kChunksPerKey;
   static_assert(kKeysPerStep == 4 || kKeysPerStep == 8, "warp < kKeysPerStep, a power of two");
@@ -559,17 +602,22 @@ __device__ inline void store_decoded_chunk(uint8_t* buffer, int i, uint4 lo, uin
   const int first = 2 * chunk + ((chunk >> 2) & 1);
   const int phase = warp ^ ((kKeysPerStep * i) & 7);  // (warp + kKeysPerStep·i) mod 8
   uint8_t* row = buffer + warp * 128 + i * kKeysPerStep * 128;
+  if (kRotateUpper) {  // key ^ kKeys/2 = key ± kKeys/2 (phases unchanged: kKeys/2 is a multiple of 8)
+    const int shift = chunk >= kChunksPerKey / 2 ? kKeys / 2 * 128 : 0;
+    row += i * kKeysPerStep < kKeys / 2 ? shift : -shift;
+  }
   *reinterpret_cast<uint4*>(row + (first >> 3) * (kKeys * 128) + (((first & 7) ^ phase) << 4)) = lo;
   *reinterpret_cast<uint4*>(row + ((first ^ 1) >> 3) * (kKeys * 128) + ((((first ^ 1) & 7) ^ phase) << 4)) =
       hi;
 }
 
 // Decodes the tile's chunks [kBegin, kEnd) chunk by chunk straight into `buffer` (few registers live).
-template <int kKeys, bool kFastDecode = true, int kBegin = 0, int kEnd = -1, int kWorkers>
+template <int kKeys, bool kFastDecode = true, int kBegin = 0, int kEnd = -1, bool kRotateUpper = false,
+          int kWorkers>
 __device__ inline void store_tile(uint8_t* buffer, const KeySource& src, int tile,
                                   const TileRecords<kKeys, kWorkers>& r) {
   decode_tile<kKeys, kFastDecode, kBegin, kEnd>(src, tile, r, [&](int i, uint4 lo, uint4 hi) {
-    store_decoded_chunk<kKeys, kWorkers>(buffer, i, lo, hi);
+    store_decoded_chunk<kKeys, kWorkers, kRotateUpper>(buffer, i, lo, hi);
   });
   fence_proxy_async();  // the wgmma variants read the tile through the async proxy
 }
@@ -998,10 +1046,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   // launch) overlaps the key list's: this warp's Q fragments, and the sinks of its softmax rows.
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
+  const KeySlots slots = load_key_slots(args, row);
   uint32_t qa[16][4];
   load_q_fragments(args.q + row * kHeads * kDim, 16 * (warp & 3), 256 * (warp >> 2), qa);
   const float lane_sink = lane < 8 ? args.sink[softmax_row(warp, lane / 2, lane % 2)] : 0.0f;
-  build_key_list(args, row, reinterpret_cast<int32_t*>(s.logits), s.keys, s.counts);  // logits area: free yet
+  compact_key_list(args, slots, reinterpret_cast<int*>(s.logits), s.keys, s.counts);  // logits area: free yet
   profile_point(args.profile, 1);
   const KeySource src{args.window_records, args.entry_records, s.counts[0], s.counts[1]};
   const int tiles = (src.total + kTileKeys - 1) / kTileKeys;
@@ -1047,24 +1096,33 @@ void configure_once(Kernel kernel, std::atomic<uint64_t>& configured_devices, si
 // ----------------------------------------------------------------- Each key tile is decoded ONCE and serves
 // both products: S = Q·Kᵀ (K-major B) and O += P·V (MN-major B, the same bytes). The softmax runs online: per
 // head a running max m (base 2, starting at the sink's logit) and a running sum l; a tile's P = BF16(2^(u −
-// m)) with m the max so far, the O accumulators and l rescaled by 2^(m_old − m) when m grows; at the end out
-// = BF16(O / (l + 2^(sink − m))). So P is rounded before it is normalised: not the CPU's faithful order; the
+// m)) with m the max so far, raised (and O and l rescaled by 2^(m_old − m)) only when a logit exceeds it by
+// more than kMaxSlack, so P < 2^8; at the end out = BF16(O / (l + 2^(sink − m))). So P is rounded before it is normalised: not the CPU's faithful order; the
 // error bound is derived in tests/gpu/test_sparse_attention.cpp.
 //
 // One CTA (two warpgroups) per query row. Q (64 heads x 512, BF16) sits in shared memory in the tiles'
 // swizzled K-major layout (cp.async at the start) and is the A operand of Q·Kᵀ by descriptor; warpgroup g
-// multiplies channels [256g, 256g + 256) and the two halves of S meet through shared memory (fp32, one
-// barrier; both warpgroups then hold the same S and run the same softmax, so their m and P agree bit for
-// bit). Warpgroup g owns O[64 heads][256g .. 256g + 256) (128 fp32 per thread); P goes to P·V from registers
-// (the m64n64 accumulator layout is the m64n256k16 A fragment layout). Tiles of 64 keys in two buffers: while
+// multiplies channels [256g, 256g + 256) of all 64 keys, then takes the softmax of keys [32g, 32g + 32): the
+// other warpgroup's partial dot products of those keys come through shared memory (fp32, one barrier), and
+// P of the other half comes back the same way (BF16, a second barrier). The running max m of a row is the
+// same in both warpgroups: it only moves in a CTA-wide round (both warpgroups' peaks through shared memory,
+// the same fmax in each) on a tile where some logit exceeds it by more than kMaxSlack, so P and the rescale
+// factors agree bit for bit. Warpgroup g owns O[64 heads][256g .. 256g + 256) (128 fp32 per thread) and l of
+// its keys (the two l add up at the end); P goes to P·V from registers (the m64n64 accumulator layout is the
+// m64n256k16 A fragment layout). Tiles of 64 keys in two buffers: while
 // the tensor cores run tile t's Q·Kᵀ and then its P·V, every warp decodes half of tile t + 1 into the other
 // buffer, and reloads that half's records (registers) for tile t + 2 as soon as it is decoded.
 
-// One warpgroup's fp32 partial S of a tile (64 x 64).
-constexpr int kExchangeBytes = kHeads * kTileKeys * static_cast<int>(sizeof(float));
+// The exchange area of the one-pass kernel: the partial dot products of the other warpgroup's keys (8 KB per
+// warpgroup), P of each warpgroup's keys (4 KB each), the rows' peaks or sums (1 KB each).
+struct OnlineExchange {
+  float4 s[2][4][128];
+  uint4 p[2][2][128];
+  float2 rows[2][128];
+};
 
 size_t online_shared_bytes(int key_stride) {
-  return 3 * static_cast<size_t>(kTileBytes) + 2 * kExchangeBytes +
+  return 3 * static_cast<size_t>(kTileBytes) + sizeof(OnlineExchange) +
          static_cast<size_t>(key_stride) * sizeof(int32_t) + 2 * sizeof(int) + kHeads * sizeof(float);
 }
 
@@ -1110,73 +1168,132 @@ __device__ inline void issue_qk_shared(float (&acc)[32], uint32_t q_base, uint32
 // The running softmax state of this thread's two head rows (g and g + 8 of its warp's 16).
 struct OnlineRows {
   float max[2];  // base-2 logits; start at the sink's
-  float sum[2];  // this thread's share of Σ 2^(u − max) (the quad's four shares add up at the end)
+  float sum[2];  // this thread's share of Σ 2^(u − max) over its warpgroup's keys (the quad's four shares and
+                 // the two warpgroups' add up at the end)
 };
 
-// S of the tile (raw dot products, both halves added) -> P fragments for P·V and the rescale factors of the
-// two rows. Keys at or past `total` get u = −∞, so p = 0. Both warpgroups compute the same values.
-__device__ inline void online_softmax(float (&acc)[32], int key0, int total, float scale2, OnlineRows& rows,
-                                      uint32_t (&pa)[4][4], float (&alpha)[2]) {
-  const int c = static_cast<int>(threadIdx.x) % 4;
-  float peak[2] = {-INFINITY, -INFINITY};
+// How far (base 2) a logit may exceed its row's running max before the max is raised. P = 2^(u − m) then
+// stays below 2^8, which BF16 and the fp32 sums hold with the same relative rounding as below 1, and the max
+// moves (a CTA-wide round of the rows' peaks and a rescale of O and l) only on the few tiles that raise a
+// logit that far; otherwise P is taken against the max as it stands and nothing is rescaled.
+constexpr float kMaxSlack = 8.0f;
+
+// Warpgroup g takes the softmax of keys [32g, 32g + 32) of the tile. The tile's rows are stored rotated in
+// the upper channel slabs (kRotateUpper), so each warpgroup's own keys are its accumulators 0-15 and the
+// other's 16-31: it hands the latter over through shared memory and adds the other's partial dot products of
+// its own keys (thread i of each warpgroup holds the same positions). s: S of its keys, raw dot products.
+__device__ inline void exchange_keys(const float (&acc)[32], OnlineExchange& x, float (&s)[16]) {
+  const int group = static_cast<int>(threadIdx.x) / 128;
+  const int i = static_cast<int>(threadIdx.x) % 128;
 #pragma unroll
-  for (int i = 0; i < 32; ++i) {
-    const int t = key0 + 8 * (i / 4) + 2 * c + (i % 2);
-    acc[i] = t < total ? acc[i] * scale2 : -INFINITY;
-    peak[(i / 2) % 2] = fmaxf(peak[(i / 2) % 2], acc[i]);
-  }
+  for (int k = 0; k < 4; ++k)
+    x.s[group][k][i] = make_float4(acc[16 + 4 * k], acc[17 + 4 * k], acc[18 + 4 * k], acc[19 + 4 * k]);
+  __syncthreads();
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    peak[r] = fmaxf(peak[r], __shfl_xor_sync(0xffffffffu, peak[r], 1));
-    peak[r] = fmaxf(peak[r], __shfl_xor_sync(0xffffffffu, peak[r], 2));
-    const float grown = fmaxf(rows.max[r], peak[r]);
-    alpha[r] = exp2_approx(rows.max[r] - grown);
-    rows.max[r] = grown;
-    rows.sum[r] *= alpha[r];
-  }
-#pragma unroll
-  for (int i = 0; i < 32; ++i) {
-    const int r = (i / 2) % 2;
-    acc[i] = exp2_approx(acc[i] - rows.max[r]);
-    rows.sum[r] += acc[i];
-  }
-  // A fragment of k-step ks (keys 16ks..): rows g / g+8 at keys 16ks + 2c (+1) and 16ks + 8 + 2c (+1)
-#pragma unroll
-  for (int ks = 0; ks < 4; ++ks) {
-    pa[ks][0] = bf16x2_bits(acc[8 * ks], acc[8 * ks + 1]);
-    pa[ks][1] = bf16x2_bits(acc[8 * ks + 2], acc[8 * ks + 3]);
-    pa[ks][2] = bf16x2_bits(acc[8 * ks + 4], acc[8 * ks + 5]);
-    pa[ks][3] = bf16x2_bits(acc[8 * ks + 6], acc[8 * ks + 7]);
+  for (int k = 0; k < 4; ++k) {
+    const float4 v = x.s[1 - group][k][i];
+    s[4 * k] = acc[4 * k] + v.x;
+    s[4 * k + 1] = acc[4 * k + 1] + v.y;
+    s[4 * k + 2] = acc[4 * k + 2] + v.z;
+    s[4 * k + 3] = acc[4 * k + 3] + v.w;
   }
 }
 
+// P = BF16(2^(u − m)) of this warpgroup's keys (u = scale2·s) against the rows' maxima, as the A fragments
+// of P·V's first two k-steps (pa[0], pa[1]), and this thread's share of the rows' sums. Returns whether some u
+// exceeds its row's max by more than kMaxSlack.
+__device__ inline bool half_probabilities(const float (&s)[16], const OnlineRows& rows, float scale2,
+                                          uint32_t (&pa)[4][4], float (&partial)[2]) {
+  float e[16];
+  float excess = -INFINITY;
+  partial[0] = partial[1] = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    const int r = (i / 2) % 2;
+    const float u = fmaf(s[i], scale2, -rows.max[r]);
+    excess = fmaxf(excess, u);
+    e[i] = exp2_approx(u);
+    partial[r] += e[i];
+  }
+  // A fragment of k-step ks (keys 16ks.. of the half): rows g / g+8 at keys 16ks + 2c (+1), 16ks + 8 + 2c (+1)
+#pragma unroll
+  for (int ks = 0; ks < 2; ++ks) {
+#pragma unroll
+    for (int w = 0; w < 4; ++w) pa[ks][w] = bf16x2_bits(e[8 * ks + 2 * w], e[8 * ks + 2 * w + 1]);
+  }
+  return excess > kMaxSlack;
+}
+
 // O *= the rows' rescale factors (rows g / g+8 of the warp's 16: accumulators 4j, 4j+1 / 4j+2, 4j+3),
-// skipped when neither row's max grew anywhere in the warp (factors exactly 1: the common case once the
-// first tiles have set the maxima).
+// skipped when neither row's max grew anywhere in the warp (factors exactly 1).
 __device__ inline void rescale_rows(float (&o)[128], const float (&alpha)[2]) {
   if (__all_sync(0xffffffffu, alpha[0] == 1.0f && alpha[1] == 1.0f)) return;
 #pragma unroll
   for (int i = 0; i < 128; ++i) o[i] *= alpha[(i / 2) % 2];
 }
 
-// This warpgroup's partial S to its exchange area, the other's read back after a CTA barrier and added
-// (thread i of each warpgroup holds the same S positions; a + b == b + a, so both get the same sums).
-__device__ inline void exchange_halves(float (&acc)[32], float4* exchange) {
+// The CTA-wide round after some logit exceeded its row's max by more than kMaxSlack (every thread takes it):
+// the rows' maxima are raised to their true maxima so far (each warpgroup's peaks of its keys meet through
+// shared memory; both compute the same maxima, fmax being commutative), l and O are rescaled by 2^(m_old −
+// m). The caller recomputes P.
+__device__ inline void raise_maxima(const float (&s)[16], float scale2, OnlineRows& rows, OnlineExchange& x,
+                                    float (&o)[128]) {
   const int group = static_cast<int>(threadIdx.x) / 128;
   const int i = static_cast<int>(threadIdx.x) % 128;
-  float4* mine = exchange + group * (kExchangeBytes / 16);
-  const float4* other = exchange + (1 - group) * (kExchangeBytes / 16);
+  float peak[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-  for (int k = 0; k < 8; ++k)
-    mine[128 * k + i] = make_float4(acc[4 * k], acc[4 * k + 1], acc[4 * k + 2], acc[4 * k + 3]);
+  for (int k = 0; k < 16; ++k) peak[(k / 2) % 2] = fmaxf(peak[(k / 2) % 2], s[k]);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    peak[r] = fmaxf(peak[r], __shfl_xor_sync(0xffffffffu, peak[r], 1));
+    peak[r] = fmaxf(peak[r], __shfl_xor_sync(0xffffffffu, peak[r], 2));
+    peak[r] *= scale2;  // scale2 > 0: the max of the scaled values, exactly
+  }
+  x.rows[group][i] = make_float2(peak[0], peak[1]);
   __syncthreads();
+  const float2 theirs = x.rows[1 - group][i];
+  const float other[2] = {theirs.x, theirs.y};
+  float alpha[2];
 #pragma unroll
-  for (int k = 0; k < 8; ++k) {
-    const float4 v = other[128 * k + i];
-    acc[4 * k] += v.x;
-    acc[4 * k + 1] += v.y;
-    acc[4 * k + 2] += v.z;
-    acc[4 * k + 3] += v.w;
+  for (int r = 0; r < 2; ++r) {
+    const float grown = fmaxf(rows.max[r], fmaxf(peak[r], other[r]));
+    alpha[r] = exp2_approx(rows.max[r] - grown);
+    rows.max[r] = grown;
+    rows.sum[r] *= alpha[r];
+  }
+  rescale_rows(o, alpha);
+}
+
+// The tile's P (BF16) as the A fragments of P·V's four k-steps over the tile's rows as this warpgroup's slabs
+// hold them: its own keys first (half_probabilities), then the other warpgroup's (through shared memory).
+// Raises the maxima first when some logit of either warpgroup exceeds its row's max by more than kMaxSlack
+// (a CTA-uniform decision: the barrier that publishes P also ORs the threads' flags).
+__device__ inline void tile_probabilities(const float (&s)[16], float scale2, OnlineRows& rows,
+                                          OnlineExchange& x, float (&o)[128], uint32_t (&pa)[4][4]) {
+  const int group = static_cast<int>(threadIdx.x) / 128;
+  const int i = static_cast<int>(threadIdx.x) % 128;
+  float partial[2];
+  const bool exceeds = half_probabilities(s, rows, scale2, pa, partial);
+  const auto publish = [&] {
+#pragma unroll
+    for (int ks = 0; ks < 2; ++ks) x.p[group][ks][i] = make_uint4(pa[ks][0], pa[ks][1], pa[ks][2], pa[ks][3]);
+  };
+  publish();
+  if (__syncthreads_or(exceeds ? 1 : 0) != 0) {
+    raise_maxima(s, scale2, rows, x, o);
+    half_probabilities(s, rows, scale2, pa, partial);
+    publish();  // (the other warpgroup reads P only after the next barrier)
+    __syncthreads();
+  }
+  rows.sum[0] += partial[0];
+  rows.sum[1] += partial[1];
+#pragma unroll
+  for (int ks = 0; ks < 2; ++ks) {
+    const uint4 v = x.p[1 - group][ks][i];
+    pa[2 + ks][0] = v.x;
+    pa[2 + ks][1] = v.y;
+    pa[2 + ks][2] = v.z;
+    pa[2 + ks][3] = v.w;
   }
 }
 
@@ -1187,10 +1304,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (shared_misaligned(smem)) return;
   uint8_t* q_tile = smem;
   uint8_t* buffers = smem + kTileBytes;  // two key tiles
-  auto* exchange = reinterpret_cast<float4*>(smem + 3 * kTileBytes);
+  auto& exchange = *reinterpret_cast<OnlineExchange*>(smem + 3 * kTileBytes);
   Layout s{};
   s.tile = buffers;
-  s.keys = reinterpret_cast<int32_t*>(smem + 3 * kTileBytes + 2 * kExchangeBytes);
+  s.keys = reinterpret_cast<int32_t*>(smem + 3 * kTileBytes + sizeof(OnlineExchange));
   s.counts = s.keys + key_stride;
   s.key_stride = key_stride;
   s.profile = args.profile;
@@ -1201,25 +1318,30 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int group = warp >> 2;
   const int head0 = 16 * (warp & 3);
   profile_point(args.profile, 0);
+  // the key list's loads first: everything else waits for their round trip
+  const KeySlots slots = load_key_slots(args, row);
   stage_q(args.q + row * kHeads * kDim, q_tile);
   // the sinks' base-2 logits: the running maxima start there; shared memory keeps them for the end (in
   // registers across the loop they were the kernel's only spill)
   float* sinks2 = reinterpret_cast<float*>(s.counts + 2);
   if (threadIdx.x < kHeads) sinks2[threadIdx.x] = args.sink[threadIdx.x] * kLog2e;
   const float max0 = args.sink[head0 + lane / 4] * kLog2e, max1 = args.sink[head0 + lane / 4 + 8] * kLog2e;
-  build_key_list(args, row, reinterpret_cast<int32_t*>(exchange), s.keys, s.counts);  // exchange: free yet
+  compact_key_list(args, slots, reinterpret_cast<int*>(&exchange), s.keys, s.counts);  // exchange: free yet
   profile_point(args.profile, 1);
   const KeySource src{args.window_records, args.entry_records, s.counts[0], s.counts[1]};
   const int tiles = (src.total + kTileKeys - 1) / kTileKeys;
 
+  // tiles 0 and 1 requested together (O's registers are free yet), so tile 1's round trip hides behind tile
+  // 0's decode instead of stalling the loop's first decode
   TileRecords<kTileKeys> records;
   constexpr int kHalf = TileRecords<kTileKeys>::kChunks / 2;
   constexpr int kAll = TileRecords<kTileKeys>::kChunks;
-  if (tiles > 0) {
-    load_tile(s, src, 0, records);
-    store_tile<kTileKeys>(buffers, src, 0, records);
+  {
+    TileRecords<kTileKeys> first;
+    if (tiles > 0) load_tile(s, src, 0, first);
+    if (tiles > 1) load_tile(s, src, 1, records);
+    if (tiles > 0) store_tile<kTileKeys, true, 0, -1, true>(buffers, src, 0, first);
   }
-  if (tiles > 1) load_tile(s, src, 1, records);
   cp_async_wait_all();
   fence_proxy_async();  // Q's copies, read by wgmma
   __syncthreads();
@@ -1238,19 +1360,26 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int i = 0; i < 32; ++i) acc[i] = 0.0f;
     issue_qk_shared<16>(acc, q_base, current, 256 * group);
-    if (tile + 1 < tiles) store_tile<kTileKeys, true, 0, kHalf>(next, src, tile + 1, records);
+    if (tile + 1 < tiles) store_tile<kTileKeys, true, 0, kHalf, true>(next, src, tile + 1, records);
     tile_mark(s, tile, 11);
     wait_wgmma(acc);
     tile_mark(s, tile, 12);
-    exchange_halves(acc, exchange);
+    float part[16];
+    exchange_keys(acc, exchange, part);
+    if ((tile + 1) * kTileKeys > src.total) {  // keys past the row's end: u = −∞, p = 0
+#pragma unroll
+      for (int k = 0; k < 16; ++k) {
+        const int t = tile * kTileKeys + 32 * group + 8 * (k / 4) + 2 * (lane % 4) + k % 2;
+        if (t >= src.total) part[k] = -INFINITY;
+      }
+    }
     uint32_t pa[4][4];
-    float alpha[2];
-    online_softmax(acc, tile * kTileKeys, src.total, scale2, rows, pa, alpha);
-    rescale_rows(o, alpha);
+    tile_probabilities(part, scale2, rows, exchange, o, pa);
     issue_pv_fragments<4>(o, pa, current, kSlabBytes);
+    tile_mark(s, tile, 13);
     // the first half's records of tile t + 2 only now: in flight during the softmax they cost spills
     if (tile + 2 < tiles) load_tile<kTileKeys, 0, kHalf>(s, src, tile + 2, records);
-    if (tile + 1 < tiles) store_tile<kTileKeys, true, kHalf, kAll>(next, src, tile + 1, records);
+    if (tile + 1 < tiles) store_tile<kTileKeys, true, kHalf, kAll, true>(next, src, tile + 1, records);
     if (tile + 2 < tiles) load_tile<kTileKeys, kHalf, kAll>(s, src, tile + 2, records);
     tile_mark(s, tile, 15);
     wait_wgmma(o);
@@ -1258,12 +1387,19 @@ __global__ void __launch_bounds__(kThreads, 1)
     __syncthreads();  // tile t + 1 decoded; P·V of tile t done (its buffer takes tile t + 2); exchange free
   }
   profile_point(args.profile, 3);
-  // out = O / (l + 2^(sink − m)): the quad's four shares of l added (every lane the same sum)
+  // out = O / (l + 2^(sink − m)): the quad's four shares of l added, then the two warpgroups' (both get the
+  // same sum: a + b == b + a)
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    float sum = rows.sum[r];
-    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    rows.sum[r] += __shfl_xor_sync(0xffffffffu, rows.sum[r], 1);
+    rows.sum[r] += __shfl_xor_sync(0xffffffffu, rows.sum[r], 2);
+  }
+  exchange.rows[group][threadIdx.x % 128] = make_float2(rows.sum[0], rows.sum[1]);
+  __syncthreads();
+  const float2 theirs = exchange.rows[1 - group][threadIdx.x % 128];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float sum = rows.sum[r] + (r == 0 ? theirs.x : theirs.y);
     const float inverse = 1.0f / (sum + exp2_approx(sinks2[head0 + lane / 4 + 8 * r] - rows.max[r]));
 #pragma unroll
     for (int j = 0; j < 32; ++j) {
@@ -1322,7 +1458,7 @@ __device__ inline Layout split_layout(uint8_t* smem, const SparseAttentionArgs& 
   s.key_stride = key_stride;
   s.prob_row_bytes = kTileKeys * 2;  // (split_output_kernel's own P layout)
   s.profile = nullptr;
-  build_key_list(args, blockIdx.x, s.keys + key_stride, s.keys, s.counts);
+  compact_key_list(args, load_key_slots(args, blockIdx.x), s.keys + key_stride, s.keys, s.counts);
   return s;
 }
 

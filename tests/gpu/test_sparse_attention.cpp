@@ -15,8 +15,10 @@
 // above that bound, and a NaN (the output is poisoned before each launch) always fails.
 //
 // The single-pass variant (kOnline: online softmax, each key tile decoded once) rounds P before normalising
-// it: its weights are BF16(2^(u_t − m)) with m the running max when key t's tile was processed, later
-// rescaled in fp32, and the output is O / l with l the fp32 sum of the unrounded weights plus the sink's. So,
+// it: its weights are BF16(2^(u_t − m)) with m a running reference when key t's tile was processed (at least
+// the sink's logit; raised to the row's max so far whenever a logit exceeds it by more than 8, so the weights
+// stay below 2^8: BF16 and fp32 round them with the same relative error as below 1), later rescaled in fp32,
+// and the output is O / l with l the fp32 sum of the unrounded weights plus the sink's. So,
 // with π_t the exact probabilities, M_c = Σ_t π_t·|v_tc| and u = 2^-8 (BF16's unit roundoff):
 //   GPU:  |y_gpu − Σ π_t v_tc| <= u·M_c (P's rounding) + ~3e-4·M_c (fp32 logits, ex2.approx, at most ten
 //         fp32 rescales, l's fp32 sum, fp32 accumulation) + ½ ulp(y_gpu) (BF16 output);
