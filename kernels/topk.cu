@@ -295,10 +295,12 @@ __global__ void __launch_bounds__(kRowThreads)
 constexpr int kDistanceBuckets = 256;
 constexpr uint32_t kEveryBucket = 255;
 
+// Without branches (every sample of the guess takes it): for d >= 8 with top bit e, d truncated to a float
+// has the exponent field 127 + e and its top three mantissa bits are those of d below bit e, so bits 20 and
+// up of the float are (127 + e)·8 + those three, which is the bucket 8 + (e − 3)·8 + them plus 1032.
 __device__ inline uint32_t distance_bucket(uint32_t d) {
-  if (d < 8u) return d;
-  const uint32_t e = 31u - static_cast<uint32_t>(__clz(d));
-  return 8u + (e - 3u) * 8u + ((d >> (e - 3u)) & 7u);
+  const uint32_t bits = __float_as_uint(__uint2float_rz(d));
+  return d < 8u ? d : (bits >> 20) - 1032u;
 }
 // The largest distance in bucket b (every distance from the last bucket, 239, on).
 __device__ inline uint32_t bucket_top(uint32_t b) {
@@ -347,8 +349,6 @@ __device__ uint32_t rank_bucket(const uint32_t* hist, uint32_t rank) {
 
 // ---- candidates in index order ------------------------------------------------------------------------
 
-constexpr int kItems = 16;  // entries per thread in a tile
-
 // The score whose order key is `key` (a valid key): x >= key_score(L) exactly when order_key(x) >= L, NaN
 // comparing false like its −∞ key (the key 0x7FFFFFFF of −0, never produced, reads as x >= 0).
 __device__ inline float key_score(uint32_t key) {
@@ -362,25 +362,24 @@ __device__ inline float threshold_score(uint32_t lower) {
   return key_score(sizeof(T) == 2 ? (lower + 0xFFFFu) & 0xFFFF0000u : lower);
 }
 
-// ---- tiles in registers: kItems consecutive entries per thread in packed 32-bit words
-// ----------------------
+// ---- tiles in registers: N consecutive entries per thread in packed 32-bit words ----------------------
 //
-// Thread t of a CTA of kThreads holds entries base + t·kItems + [0, kItems) of a tile (kThreads · kItems
-// entries), so a tile's index order is thread order: a thread's candidates are placed by one exclusive scan
-// of the threads' counts. Entry e lives in word e·sizeof(T)/4 of `words` (BF16: the low half for even e, as
-// a vector load puts it). Aligned rows (16-byte rows) load them as 16-byte vectors (V = kVector), others
-// entry by entry (V = 1). A thread first tests its max (one comparison); only threads holding a candidate
-// flag entries, and only warps holding one scan.
+// Thread t of a CTA of kThreads holds entries base + t·N + [0, N) of a tile (kThreads · N entries), so a
+// tile's index order is thread order: a thread's candidates are placed by one exclusive scan of the threads'
+// counts. Entry e lives in word e·sizeof(T)/4 of `words` (BF16: the low half for even e, as a vector load
+// puts it). Aligned rows (16-byte rows) load them as 16-byte vectors (V = kVector), others entry by entry
+// (V = 1). A thread first tests its max (one comparison); only threads holding a candidate flag entries, and
+// only warps holding one scan. N <= 32 (the flags are one word).
 
-template <typename T>
-constexpr int kWords = static_cast<int>(sizeof(T)) * kItems / 4;
+template <typename T, int N>
+constexpr int kWords = static_cast<int>(sizeof(T)) * N / 4;
 
 // Entries per 16-byte vector load (V on aligned rows).
 template <typename T>
 constexpr int kVector = 16 / static_cast<int>(sizeof(T));
 
-template <typename T>
-__device__ inline float entry_score(const uint32_t (&words)[kWords<T>], int e) {
+template <typename T, int N>
+__device__ inline float entry_score(const uint32_t (&words)[kWords<T, N>], int e) {
   if constexpr (sizeof(T) == 4) {
     return __uint_as_float(words[e]);
   } else {
@@ -390,9 +389,9 @@ __device__ inline float entry_score(const uint32_t (&words)[kWords<T>], int e) {
 }
 
 // The key of a valid entry (BF16: low 16 bits cleared, as order_key(uint16_t)).
-template <typename T>
-__device__ inline uint32_t entry_key(const uint32_t (&words)[kWords<T>], int e) {
-  return order_key(entry_score<T>(words, e)) & (sizeof(T) == 2 ? 0xFFFF0000u : 0xFFFFFFFFu);
+template <typename T, int N>
+__device__ inline uint32_t entry_key(const uint32_t (&words)[kWords<T, N>], int e) {
+  return order_key(entry_score<T, N>(words, e)) & (sizeof(T) == 2 ? 0xFFFF0000u : 0xFFFFFFFFu);
 }
 
 __device__ inline uint32_t max_bf16x2(uint32_t a, uint32_t b) {
@@ -402,27 +401,28 @@ __device__ inline uint32_t max_bf16x2(uint32_t a, uint32_t b) {
 }
 
 // The largest of the thread's scores (NaN only when all are NaN; then every comparison is false).
-template <typename T>
-__device__ inline float thread_max(const uint32_t (&words)[kWords<T>]) {
+template <typename T, int N>
+__device__ inline float thread_max(const uint32_t (&words)[kWords<T, N>]) {
   if constexpr (sizeof(T) == 4) {
     float m = __uint_as_float(words[0]);
 #pragma unroll
-    for (int w = 1; w < kWords<T>; ++w) m = fmaxf(m, __uint_as_float(words[w]));
+    for (int w = 1; w < kWords<T, N>; ++w) m = fmaxf(m, __uint_as_float(words[w]));
     return m;
   } else {
     uint32_t m = words[0];
 #pragma unroll
-    for (int w = 1; w < kWords<T>; ++w) m = max_bf16x2(m, words[w]);
+    for (int w = 1; w < kWords<T, N>; ++w) m = max_bf16x2(m, words[w]);
     return fmaxf(__uint_as_float(m << 16), __uint_as_float(m & 0xFFFF0000u));
   }
 }
 
 // Bit e set when entry e is >= the threshold score.
-template <typename T>
-__device__ inline uint32_t entry_flags(const uint32_t (&words)[kWords<T>], float threshold) {
+template <typename T, int N>
+__device__ inline uint32_t entry_flags(const uint32_t (&words)[kWords<T, N>], float threshold) {
+  static_assert(N <= 32);
   uint32_t flags = 0;
 #pragma unroll
-  for (int e = 0; e < kItems; ++e) flags |= static_cast<uint32_t>(entry_score<T>(words, e) >= threshold) << e;
+  for (int e = 0; e < N; ++e) flags |= static_cast<uint32_t>(entry_score<T, N>(words, e) >= threshold) << e;
   return flags;
 }
 
@@ -431,16 +431,16 @@ __device__ inline uint4 load_vector(const void* p) {
   return *static_cast<const uint4*>(p);
 }
 
-// The words of tile [base, base + kThreads · kItems) of a row or chunk ending at `end`, padded with −∞ past
-// the end.
-template <typename T, int V, int kThreads>
-__device__ inline void load_tile(const T* data, int64_t base, int64_t end, uint32_t (&words)[kWords<T>]) {
+// The words of tile [base, base + kThreads · N) of a row or chunk ending at `end`, padded with −∞ past the
+// end.
+template <typename T, int N, int V, int kThreads>
+__device__ inline void load_tile(const T* data, int64_t base, int64_t end, uint32_t (&words)[kWords<T, N>]) {
   constexpr uint32_t kPadding = sizeof(T) == 4 ? 0xFF800000u : 0xFF80FF80u;  // −∞ (BF16: two of them)
-  const int64_t first = base + static_cast<int64_t>(threadIdx.x) * kItems;
-  const bool whole = base + static_cast<int64_t>(kThreads) * kItems <= end;
+  const int64_t first = base + static_cast<int64_t>(threadIdx.x) * N;
+  const bool whole = base + static_cast<int64_t>(kThreads) * N <= end;
   if constexpr (V == 1) {
 #pragma unroll
-    for (int e = 0; e < kItems; ++e) {
+    for (int e = 0; e < N; ++e) {
       const int64_t i = first + e;
       uint32_t bits = 0xFF800000u;
       if (whole || i < end) {
@@ -459,7 +459,7 @@ __device__ inline void load_tile(const T* data, int64_t base, int64_t end, uint3
   } else {
     // Aligned rows: n is a multiple of V, so a vector lies wholly inside or wholly past the end.
 #pragma unroll
-    for (int q = 0; q < kItems / V; ++q) {
+    for (int q = 0; q < N / V; ++q) {
       const int64_t i = first + V * q;
       const uint4 v =
           whole || i < end ? load_vector(data + i) : make_uint4(kPadding, kPadding, kPadding, kPadding);
@@ -476,12 +476,12 @@ __device__ inline void load_tile(const T* data, int64_t base, int64_t end, uint3
 struct TileFlags {
   uint32_t flags = 0, inclusive = 0;
 };
-template <typename T>
-__device__ inline TileFlags tile_flags(const uint32_t (&words)[kWords<T>], float threshold) {
+template <typename T, int N>
+__device__ inline TileFlags tile_flags(const uint32_t (&words)[kWords<T, N>], float threshold) {
   TileFlags f;
-  const bool any = thread_max<T>(words) >= threshold;
+  const bool any = thread_max<T, N>(words) >= threshold;
   if (!__any_sync(~0u, any)) return f;
-  if (any) f.flags = entry_flags<T>(words, threshold);
+  if (any) f.flags = entry_flags<T, N>(words, threshold);
   f.inclusive = static_cast<uint32_t>(__popc(f.flags));
   const unsigned lane = threadIdx.x & 31u;
 #pragma unroll
@@ -493,13 +493,13 @@ __device__ inline TileFlags tile_flags(const uint32_t (&words)[kWords<T>], float
 }
 
 // emit(slot, key, index) for the thread's flagged entries, in index order from slot `position` on.
-template <typename T, typename Emit>
-__device__ inline void place_flagged(const uint32_t (&words)[kWords<T>], uint32_t flags, int64_t first,
+template <typename T, int N, typename Emit>
+__device__ inline void place_flagged(const uint32_t (&words)[kWords<T, N>], uint32_t flags, int64_t first,
                                      uint32_t position, Emit emit) {
   if (flags == 0) return;
 #pragma unroll
-  for (int e = 0; e < kItems; ++e) {  // static indices: `words` stays in registers
-    if ((flags >> e) & 1u) emit(position++, entry_key<T>(words, e), first + e);
+  for (int e = 0; e < N; ++e) {  // static indices: `words` stays in registers
+    if ((flags >> e) & 1u) emit(position++, entry_key<T, N>(words, e), first + e);
   }
 }
 
@@ -508,6 +508,9 @@ __device__ inline void place_flagged(const uint32_t (&words)[kWords<T>], uint32_
 // candidates sit near the top of the row, so these distances spread over the bins), then the index-order
 // compaction; −1 pads. Keys are multiples of 2^kLowBits (BF16: 16), which the distances drop. `hist`: kBins
 // shared words, zeroed by the caller before a barrier (saves the first pass one). Once per kernel.
+constexpr uint32_t kFewBins = 64;
+constexpr uint32_t kNoBin = 0xFFFFFFFFu;
+
 template <int kThreads, int kLowBits>
 __device__ void select_candidates(const uint32_t* keys, const int32_t* indices, uint32_t count, int64_t k,
                                   uint32_t base, uint32_t top, int32_t* out, uint32_t* hist) {
@@ -524,9 +527,25 @@ __device__ void select_candidates(const uint32_t* keys, const int32_t* indices, 
     while (shift > 0) {
       const int low = max(shift - 11, 0);
       const uint32_t mask = (1u << (shift - low)) - 1u;
-      for (uint32_t i = threadIdx.x; i < count; i += kThreads) {
-        const uint32_t e = distance(keys[i]);
-        if ((static_cast<uint64_t>(e) >> shift) == prefix) atomicAdd(&hist[(e >> low) & mask], 1u);
+      if (mask < kFewBins) {
+        // Few bins (BF16 rows: the top values repeat hundreds of times): a warp's atomics on one bin would
+        // serialize, so the lanes of a bin add their count with one atomic.
+        for (uint32_t base = 0; base < count; base += kThreads) {  // whole warps in every iteration
+          const uint32_t i = base + threadIdx.x;
+          uint32_t bin = kNoBin;
+          if (i < count) {
+            const uint32_t e = distance(keys[i]);
+            if ((static_cast<uint64_t>(e) >> shift) == prefix) bin = (e >> low) & mask;
+          }
+          const unsigned peers = __match_any_sync(~0u, bin);
+          if (bin != kNoBin && (threadIdx.x & 31u) == static_cast<unsigned>(__ffs(peers) - 1))
+            atomicAdd(&hist[bin], static_cast<uint32_t>(__popc(peers)));
+        }
+      } else {
+        for (uint32_t i = threadIdx.x; i < count; i += kThreads) {
+          const uint32_t e = distance(keys[i]);
+          if ((static_cast<uint64_t>(e) >> shift) == prefix) atomicAdd(&hist[(e >> low) & mask], 1u);
+        }
       }
       __syncthreads();
       uint32_t digit = 0, remaining = 0;
@@ -569,7 +588,7 @@ __device__ void select_candidates(const uint32_t* keys, const int32_t* indices, 
 // ---- short rows: one CTA per row, the row in registers ---------------------------------------------------
 
 constexpr int kShortThreads = 1024;
-constexpr int kShortItems = kItems;
+constexpr int kShortItems = 16;
 constexpr int64_t kShortMax = kShortThreads * kShortItems;
 constexpr int kShortWarps = kShortThreads / 32;
 
@@ -592,13 +611,13 @@ __global__ void __launch_bounds__(kShortThreads)
   for (int b = threadIdx.x; b < kDistanceBuckets; b += kShortThreads) sample_hist[b] = 0;
   for (int b = threadIdx.x; b < kBins; b += kShortThreads) select_hist[b] = 0;
   const int64_t samples = min(n, static_cast<int64_t>(kShortThreads));
-  uint32_t words[kWords<T>];
-  load_tile<T, V, kShortThreads>(data, 0, n, words);
+  uint32_t words[kWords<T, kShortItems>];
+  load_tile<T, kShortItems, V, kShortThreads>(data, 0, n, words);
   // Entry floor(t·n / samples), samples being 1024 or n (a shift, not a 64-bit division).
   const int64_t sampled = n >= kShortThreads ? (threadIdx.x * n) / kShortThreads : threadIdx.x;
   const uint32_t sample = threadIdx.x < samples ? order_key(data[sampled]) : 0u;
   // The max as a score (fmaxf skips NaN, whose key is −∞'s anyway), then its key.
-  const float local_max = fmaxf(thread_max<T>(words), -INFINITY);  // −∞ where all are NaN
+  const float local_max = fmaxf(thread_max<T, kShortItems>(words), -INFINITY);  // −∞ where all are NaN
   const uint32_t max_key =
       block_max<kShortThreads>(order_key(local_max) & (sizeof(T) == 2 ? 0xFFFF0000u : 0xFFFFFFFFu));
   TOPK_PHASE(1);
@@ -617,7 +636,7 @@ __global__ void __launch_bounds__(kShortThreads)
   uint32_t total = 0;
   int attempt = 0;
   for (;; ++attempt) {
-    f = tile_flags<T>(words, threshold_score<T>(lower));
+    f = tile_flags<T, kShortItems>(words, threshold_score<T>(lower));
     if (lane == 31) warp_counts[attempt][warp] = f.inclusive;
     __syncthreads();
     total = __reduce_add_sync(~0u, warp_counts[attempt][lane]);
@@ -626,12 +645,12 @@ __global__ void __launch_bounds__(kShortThreads)
   }
   TOPK_PHASE(3);
   const uint32_t warps_before = __reduce_add_sync(~0u, lane < warp ? warp_counts[attempt][lane] : 0u);
-  place_flagged<T>(words, f.flags, static_cast<int64_t>(threadIdx.x) * kItems,
-                   warps_before + f.inclusive - static_cast<uint32_t>(__popc(f.flags)),
-                   [&](uint32_t slot, uint32_t key, int64_t index) {
-                     candidate_keys[slot] = key;
-                     candidate_indices[slot] = static_cast<int32_t>(index);
-                   });
+  place_flagged<T, kShortItems>(words, f.flags, static_cast<int64_t>(threadIdx.x) * kShortItems,
+                                warps_before + f.inclusive - static_cast<uint32_t>(__popc(f.flags)),
+                                [&](uint32_t slot, uint32_t key, int64_t index) {
+                                  candidate_keys[slot] = key;
+                                  candidate_indices[slot] = static_cast<int32_t>(index);
+                                });
   __syncthreads();
   TOPK_PHASE(4);
   select_candidates<kShortThreads, low_bits<T>()>(candidate_keys, candidate_indices, total, k, lower, max_key,
@@ -642,9 +661,14 @@ __global__ void __launch_bounds__(kShortThreads)
 // ---- long rows: a filter pass over chunks, then a per-row selection of the candidates ---------------------
 
 constexpr int kFilterThreads = 512;
-constexpr int kFilterItems = kItems;
+// 64 bytes per thread and tile for either type (16 fp32 / 32 BF16 entries): a CTA has one tile in flight
+// while it tests the previous one, so bytes per tile set how close to the memory bandwidth it runs (BF16
+// tiles of 16 entries per thread ran at the fp32 tiles' time per tile, half their bandwidth).
+template <typename T>
+constexpr int kFilterItems = 64 / static_cast<int>(sizeof(T));
 constexpr int kFilterWarps = kFilterThreads / 32;
-constexpr int64_t kFilterTile = kFilterThreads * kFilterItems;
+template <typename T>
+constexpr int64_t kFilterTile = static_cast<int64_t>(kFilterThreads) * kFilterItems<T>;
 constexpr int kSampleThreads = 1024;            // the sample kernel: one CTA per row
 constexpr int64_t kSamples = 8192;              // 256 runs of 32 consecutive entries
 constexpr uint32_t kCapacity = 8192;            // candidates per row (and per chunk)
@@ -706,19 +730,20 @@ __global__ void __launch_bounds__(kSampleThreads)
 // tile's reads from the rewrite two tiles on), the candidates emitted in index order from slot `written` on.
 // prefetch() runs just before the barrier. Returns the tile's candidate count.
 template <typename T, typename Prefetch, typename Emit>
-__device__ inline uint32_t filter_tile(const uint32_t (&current)[kWords<T>], float threshold, int64_t base,
-                                       uint32_t written, uint32_t* warp_counts, Prefetch prefetch,
-                                       Emit emit) {
+__device__ inline uint32_t filter_tile(const uint32_t (&current)[kWords<T, kFilterItems<T>>], float threshold,
+                                       int64_t base, uint32_t written, uint32_t* warp_counts,
+                                       Prefetch prefetch, Emit emit) {
   const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
-  const TileFlags f = tile_flags<T>(current, threshold);
+  const TileFlags f = tile_flags<T, kFilterItems<T>>(current, threshold);
   prefetch();
   if (lane == 31) warp_counts[warp] = f.inclusive;
   __syncthreads();
   const uint32_t count = lane < kFilterWarps ? warp_counts[lane] : 0u;
   const uint32_t tile_total = __reduce_add_sync(~0u, count);
   const uint32_t warps_before = __reduce_add_sync(~0u, lane < warp ? count : 0u);
-  place_flagged<T>(current, f.flags, base + static_cast<int64_t>(threadIdx.x) * kItems,
-                   written + warps_before + f.inclusive - static_cast<uint32_t>(__popc(f.flags)), emit);
+  place_flagged<T, kFilterItems<T>>(
+      current, f.flags, base + static_cast<int64_t>(threadIdx.x) * kFilterItems<T>,
+      written + warps_before + f.inclusive - static_cast<uint32_t>(__popc(f.flags)), emit);
   return tile_total;
 }
 
@@ -741,8 +766,10 @@ __global__ void __launch_bounds__(kFilterThreads, 2)
   const int64_t end = min(n, begin + chunk);
   // The first tile's loads go out before L is known (they do not depend on it), each later tile's while the
   // previous one is compacted: the memory latency is not exposed once per tile.
-  uint32_t raw[kWords<T>];
-  load_tile<T, V, kFilterThreads>(data, begin, end, raw);
+  constexpr int kN = kFilterItems<T>;
+  constexpr int64_t kTile = kFilterTile<T>;
+  uint32_t raw[kWords<T, kN>];
+  load_tile<T, kN, V, kFilterThreads>(data, begin, end, raw);
   uint32_t lower = 0;
   if constexpr (kOwnSample) {
     const uint32_t l = sampled_lower_key<T, kFilterThreads>(data, n, k);
@@ -765,12 +792,12 @@ __global__ void __launch_bounds__(kFilterThreads, 2)
   };
   uint32_t written = 0;
   int parity = 0;
-  for (int64_t base = begin; base < end; base += kFilterTile) {
-    uint32_t current[kWords<T>];
+  for (int64_t base = begin; base < end; base += kTile) {
+    uint32_t current[kWords<T, kN>];
 #pragma unroll
-    for (int w = 0; w < kWords<T>; ++w) current[w] = raw[w];
+    for (int w = 0; w < kWords<T, kN>; ++w) current[w] = raw[w];
     const auto prefetch = [&] {
-      if (base + kFilterTile < end) load_tile<T, V, kFilterThreads>(data, base + kFilterTile, end, raw);
+      if (base + kTile < end) load_tile<T, kN, V, kFilterThreads>(data, base + kTile, end, raw);
     };
     written += filter_tile<T>(current, lower_score, base, written, warp_counts[parity], prefetch, emit);
     parity ^= 1;
@@ -797,7 +824,8 @@ __global__ void __launch_bounds__(kMergeThreads)
   const uint32_t size = static_cast<int>(threadIdx.x) < chunks ? ws.counts[row * chunks + threadIdx.x] : 0u;
   uint32_t total = 0;
   const uint32_t offset = block_exclusive_sum<kMergeThreads>(size, &total);
-  if (static_cast<int>(threadIdx.x) < chunks) offsets[threadIdx.x] = offset;
+  // Past the last chunk the table reads "starts after every candidate": the searches need no bound check.
+  offsets[threadIdx.x] = static_cast<int>(threadIdx.x) < chunks ? offset : 0xFFFFFFFFu;
   __syncthreads();
   int32_t* row_out = out + row * k;
   if (total > kCapacity || (static_cast<int64_t>(total) < k && lower != kLowestValidKey)) {
@@ -805,30 +833,49 @@ __global__ void __launch_bounds__(kMergeThreads)
     return;
   }
   // Candidate p of the row is entry p − offsets[c] of chunk c, the last chunk with offsets[c] <= p (that
-  // one is not empty), found in a fixed number of halvings (independent across a thread's candidates, so
-  // they interleave). All of a thread's loads are issued before any is used: one memory latency in all.
+  // one is not empty), found in a fixed number of halvings. A thread takes candidates p = thread + 512·g in
+  // batches of kBatch whose searches run step by step together (independent shared loads in flight, not one
+  // chain after another), then issues the batch's global loads before using any: one memory latency per
+  // batch (one batch up to 4096 candidates).
   const uint2* kept = ws.kept + row * chunks * static_cast<int64_t>(kCapacity);
   constexpr int kPerThread = kCapacity / kMergeThreads;
-  uint2 entries[kPerThread];
+  constexpr int kBatch = 8;
+  uint32_t top = 0;  // candidates can lie above the sample's max
+  for (int g0 = 0; g0 < kPerThread; g0 += kBatch) {
+    if (static_cast<uint32_t>(kMergeThreads * g0) >= total) break;  // the same in every thread
+    int lo[kBatch];
+    uint32_t start[kBatch];  // offsets[lo[j]]
 #pragma unroll
-  for (int g = 0; g < kPerThread; ++g) {
-    const uint32_t p = threadIdx.x + static_cast<uint32_t>(kMergeThreads * g);
-    if (p >= total) continue;
-    int lo = 0;
+    for (int j = 0; j < kBatch; ++j) {
+      lo[j] = 0;
+      start[j] = 0;  // chunk 0 starts at 0
+    }
 #pragma unroll
     for (int step = kMergeThreads / 2; step > 0; step >>= 1) {
-      if (lo + step < chunks && offsets[lo + step] <= p) lo += step;
-    }
-    entries[g] = kept[static_cast<int64_t>(lo) * kCapacity + (p - offsets[lo])];
-  }
-  uint32_t top = 0;  // candidates can lie above the sample's max
 #pragma unroll
-  for (int g = 0; g < kPerThread; ++g) {
-    const uint32_t p = threadIdx.x + static_cast<uint32_t>(kMergeThreads * g);
-    if (p >= total) continue;
-    candidate_keys[p] = entries[g].x;
-    candidate_indices[p] = static_cast<int32_t>(entries[g].y);
-    top = max(top, entries[g].x);
+      for (int j = 0; j < kBatch; ++j) {
+        const uint32_t p = threadIdx.x + static_cast<uint32_t>(kMergeThreads * (g0 + j));
+        const uint32_t o = offsets[lo[j] + step];  // unconditional: the batch's loads go out together
+        const bool after = o <= p;
+        lo[j] = after ? lo[j] + step : lo[j];
+        start[j] = after ? o : start[j];
+      }
+    }
+    uint2 entries[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const uint32_t p = threadIdx.x + static_cast<uint32_t>(kMergeThreads * (g0 + j));
+      entries[j] =
+          p < total ? kept[static_cast<int64_t>(lo[j]) * kCapacity + (p - start[j])] : make_uint2(0, 0);
+    }
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const uint32_t p = threadIdx.x + static_cast<uint32_t>(kMergeThreads * (g0 + j));
+      if (p >= total) continue;
+      candidate_keys[p] = entries[j].x;
+      candidate_indices[p] = static_cast<int32_t>(entries[j].y);
+      top = max(top, entries[j].x);
+    }
   }
   top = block_max<kMergeThreads>(top);  // its barrier also publishes the gathered candidates
   TOPK_PHASE(14);
@@ -850,16 +897,16 @@ Path path_for(int64_t n, int64_t k) {
   return k <= kFilterMaxK ? Path::kFilter : Path::kRadix;
 }
 
-// Entries per filter CTA: whole tiles, about kTargetCtas CTAs over all rows (at most that many per row,
-// which also bounds the merge kernel's per-chunk table).
-int64_t filter_chunk(int64_t rows, int64_t n) {
-  const int64_t tiles = (n + kFilterTile - 1) / kFilterTile;
+// Entries per filter CTA: whole tiles of `tile` entries, about kTargetCtas CTAs over all rows (at most that
+// many per row, which also bounds the merge kernel's per-chunk table).
+int64_t filter_chunk(int64_t rows, int64_t n, int64_t tile) {
+  const int64_t tiles = (n + tile - 1) / tile;
   const int64_t per_row = std::clamp<int64_t>(kTargetCtas / rows, 1, tiles);
-  return (tiles + per_row - 1) / per_row * kFilterTile;
+  return (tiles + per_row - 1) / per_row * tile;
 }
 
-int64_t filter_chunks(int64_t rows, int64_t n) {
-  const int64_t chunk = filter_chunk(rows, n);
+int64_t filter_chunks(int64_t rows, int64_t n, int64_t tile) {
+  const int64_t chunk = filter_chunk(rows, n, tile);
   return (n + chunk - 1) / chunk;
 }
 
@@ -871,10 +918,11 @@ size_t round_up(size_t bytes) {
   return (bytes + 255) / 256 * 256;
 }
 
-WorkspaceLayout layout(int64_t rows, int64_t n, int64_t k) {
+// The layout for filter tiles of `tile` entries (the score type's).
+WorkspaceLayout layout(int64_t rows, int64_t n, int64_t k, int64_t tile) {
   WorkspaceLayout l;
   if (path_for(n, k) != Path::kFilter) return l;
-  const auto chunk_slots = static_cast<size_t>(rows * filter_chunks(rows, n));
+  const auto chunk_slots = static_cast<size_t>(rows * filter_chunks(rows, n, tile));
   l.counts = round_up(static_cast<size_t>(rows) * sizeof(uint32_t));
   l.kept = l.counts + round_up(chunk_slots * sizeof(uint32_t));
   l.total = l.kept + chunk_slots * kCapacity * sizeof(uint2);
@@ -936,16 +984,17 @@ void launch(const T* scores, int64_t rows, int64_t n, int64_t k, int32_t* out, v
     }
     case Path::kFilter: {
       auto* base = static_cast<uint8_t*>(workspace);
-      const WorkspaceLayout l = layout(rows, n, k);
+      constexpr int64_t kTile = kFilterTile<T>;
+      const WorkspaceLayout l = layout(rows, n, k, kTile);
       const FilterWorkspace ws{reinterpret_cast<uint32_t*>(base),
                                reinterpret_cast<uint32_t*>(base + l.counts),
                                reinterpret_cast<uint2*>(base + l.kept)};
-      const int64_t chunks = filter_chunks(rows, n);
-      const int64_t chunk = filter_chunk(rows, n);
+      const int64_t chunks = filter_chunks(rows, n, kTile);
+      const int64_t chunk = filter_chunk(rows, n, kTile);
       const dim3 grid(static_cast<unsigned>(chunks), grid_rows);
       const bool aligned = vector_aligned(scores, n);
       // One tile per CTA: each takes the sample itself (two launches, not three).
-      if (chunk == kFilterTile || topk_own_sample_always) {
+      if (chunk == kTile || topk_own_sample_always) {
         if (aligned)
           top_k_filter_kernel<T, kVector<T>, true>
               <<<grid, kFilterThreads, 0, stream>>>(scores, n, k, chunk, ws);
@@ -981,7 +1030,9 @@ void launch(const T* scores, int64_t rows, int64_t n, int64_t k, int32_t* out, v
 
 size_t top_k_workspace_bytes(int64_t rows, int64_t n, int64_t k) {
   if (rows <= 0 || n <= 0 || k <= 0) return 0;
-  return layout(rows, n, k).total;
+  // Either score type's layout fits (the caller's workspace does not depend on the type).
+  return std::max(layout(rows, n, k, kFilterTile<float>).total,
+                  layout(rows, n, k, kFilterTile<uint16_t>).total);
 }
 
 void top_k_rows(const void* scores, ScoreType type, int64_t rows, int64_t n, int64_t k, int32_t* out,

@@ -153,12 +153,13 @@ TEST_CASE("gpu top-k equals the CPU top-k on every shape and score distribution"
   // radix select (k > 2048; cached keys up to 48K entries). Sanitizer runs (small scale) keep one shape per
   // path and the distributions richest in ties and specials.
   // Rows of a multiple of 8 entries (16-byte aligned) take the filter's vector loads, the others scalar
-  // loads: both, with whole and partial last tiles. Filter CTAs of one tile take their own sample, of more
-  // tiles (many rows: 33 x 65544, 67 x 40001) the sample kernel's.
+  // loads: both, with whole and partial last tiles (filter tiles: 8192 fp32 / 16384 BF16 entries). Filter
+  // CTAs of one tile take their own sample, of more tiles the sample kernel's (fp32: 33 x 65544,
+  // 67 x 40001; both types: 90 x 49160 aligned, and at full scale 140 x 50001).
   std::vector<Shape> shapes = {{1, 1, 1},        {3, 100, 512},   {5, 1000, 17},   {2, 16387, 512},
                                {2, 70001, 2048}, {5, 65537, 512}, {133, 301, 64},  {2, 20001, 3000},
                                {1, 16384, 512},  {2, 65536, 512}, {3, 65544, 512}, {33, 65544, 512},
-                               {67, 40001, 100}};
+                               {67, 40001, 100}, {90, 49160, 512}};
   std::vector<Distribution> distributions = {Distribution::kSpecials, Distribution::kFewValues,
                                              Distribution::kAscending};
   if (!small_scale()) {
