@@ -388,12 +388,6 @@ __device__ inline float entry_score(const uint32_t (&words)[kWords<T, N>], int e
   }
 }
 
-// The key of a valid entry (BF16: low 16 bits cleared, as order_key(uint16_t)).
-template <typename T, int N>
-__device__ inline uint32_t entry_key(const uint32_t (&words)[kWords<T, N>], int e) {
-  return order_key(entry_score<T, N>(words, e)) & (sizeof(T) == 2 ? 0xFFFF0000u : 0xFFFFFFFFu);
-}
-
 __device__ inline uint32_t max_bf16x2(uint32_t a, uint32_t b) {
   uint32_t d;
   asm("max.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));  // a NaN half yields the other operand's
@@ -492,6 +486,17 @@ __device__ inline TileFlags tile_flags(const uint32_t (&words)[kWords<T, N>], fl
   return f;
 }
 
+// The key of an entry at or above a valid threshold (so neither NaN nor −∞): order_key without its NaN test,
+// the sign flip as one xor (−0 first made +0); BF16 keys with the low 16 bits cleared, as
+// order_key(uint16_t).
+template <typename T, int N>
+__device__ inline uint32_t candidate_key(const uint32_t (&words)[kWords<T, N>], int e) {
+  uint32_t u = __float_as_uint(entry_score<T, N>(words, e));
+  u = u == 0x80000000u ? 0u : u;
+  const uint32_t flip = static_cast<uint32_t>(static_cast<int32_t>(u) >> 31) | 0x80000000u;
+  return (u ^ flip) & (sizeof(T) == 2 ? 0xFFFF0000u : 0xFFFFFFFFu);
+}
+
 // emit(slot, key, index) for the thread's flagged entries, in index order from slot `position` on.
 template <typename T, int N, typename Emit>
 __device__ inline void place_flagged(const uint32_t (&words)[kWords<T, N>], uint32_t flags, int64_t first,
@@ -499,7 +504,32 @@ __device__ inline void place_flagged(const uint32_t (&words)[kWords<T, N>], uint
   if (flags == 0) return;
 #pragma unroll
   for (int e = 0; e < N; ++e) {  // static indices: `words` stays in registers
-    if ((flags >> e) & 1u) emit(position++, entry_key<T, N>(words, e), first + e);
+    if ((flags >> e) & 1u) emit(position++, candidate_key<T, N>(words, e), first + e);
+  }
+}
+
+// *address = value where `taken`, as a predicated store: no branch.
+__device__ inline void store_shared_if(bool taken, void* address, uint32_t value) {
+  asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.u32 p, %0, 0;\n\t@p st.shared.u32 [%1], %2;\n\t}" ::"r"(
+                   static_cast<uint32_t>(taken)),
+               "r"(static_cast<uint32_t>(__cvta_generic_to_shared(address))), "r"(value)
+               : "memory");
+}
+
+// place_flagged into shared keys[] and indices[] where candidates are dense (short rows: ~1 in 12 entries):
+// in a warp nearly every entry has some lane's flag set, so a branch per entry costs the warp the whole
+// body anyway plus the branch; here every entry takes the same few instructions and predicated stores.
+template <typename T, int N>
+__device__ inline void place_flagged_dense(const uint32_t (&words)[kWords<T, N>], uint32_t flags,
+                                           uint32_t first, uint32_t position, uint32_t* keys,
+                                           int32_t* indices) {
+  if (flags == 0) return;
+#pragma unroll
+  for (int e = 0; e < N; ++e) {
+    const bool taken = (flags >> e) & 1u;
+    store_shared_if(taken, keys + position, candidate_key<T, N>(words, e));
+    store_shared_if(taken, indices + position, first + static_cast<uint32_t>(e));
+    position += taken ? 1u : 0u;
   }
 }
 
@@ -645,12 +675,9 @@ __global__ void __launch_bounds__(kShortThreads)
   }
   TOPK_PHASE(3);
   const uint32_t warps_before = __reduce_add_sync(~0u, lane < warp ? warp_counts[attempt][lane] : 0u);
-  place_flagged<T, kShortItems>(words, f.flags, static_cast<int64_t>(threadIdx.x) * kShortItems,
-                                warps_before + f.inclusive - static_cast<uint32_t>(__popc(f.flags)),
-                                [&](uint32_t slot, uint32_t key, int64_t index) {
-                                  candidate_keys[slot] = key;
-                                  candidate_indices[slot] = static_cast<int32_t>(index);
-                                });
+  place_flagged_dense<T, kShortItems>(words, f.flags, threadIdx.x * kShortItems,
+                                      warps_before + f.inclusive - static_cast<uint32_t>(__popc(f.flags)),
+                                      candidate_keys, candidate_indices);
   __syncthreads();
   TOPK_PHASE(4);
   select_candidates<kShortThreads, low_bits<T>()>(candidate_keys, candidate_indices, total, k, lower, max_key,
@@ -682,22 +709,34 @@ struct FilterWorkspace {
   uint2* kept;       // [rows, chunks, kCapacity] (key, index) of those entries, in index order
 };
 
-// L for a row of n > kShortMax entries from kSamples entries in 256 evenly spaced runs of 32 (the same in
-// every CTA that takes it: same entries, same arithmetic), by kThreads threads; the result is in the threads
-// of warp 0. Uses block_max (once per kernel).
+// A row's sample for the guess: kSamples entries of a row of n > kShortMax in 256 evenly spaced runs of 32
+// (the same in every CTA that takes it), kSamples / kThreads of them per thread.
 template <typename T, int kThreads>
-__device__ uint32_t sampled_lower_key(const T* data, int64_t n, int64_t k) {
-  constexpr int kPerThread = static_cast<int>(kSamples / kThreads);
-  __shared__ uint32_t hist[kDistanceBuckets];
+using RowSample = T[kSamples / kThreads];
+
+template <typename T, int kThreads>
+__device__ inline void load_sample(const T* data, int64_t n, RowSample<T, kThreads>& sample) {
   constexpr int64_t kRuns = kSamples / 32;
   const int64_t stride = (n - 32) / (kRuns - 1);  // the last run ends at or before n - 1
+#pragma unroll
+  for (int i = 0; i < static_cast<int>(kSamples / kThreads); ++i) {
+    const int64_t q = threadIdx.x + static_cast<int64_t>(kThreads) * i;
+    sample[i] = data[(q >> 5) * stride + (q & 31)];
+  }
+}
+
+// L for a row of n entries from its sample (same entries, same arithmetic in every CTA: the same L), by
+// kThreads threads; the result is in the threads of warp 0. Uses block_max (once per kernel).
+template <typename T, int kThreads>
+__device__ uint32_t sampled_lower_key(const RowSample<T, kThreads>& sample, int64_t n, int64_t k) {
+  constexpr int kPerThread = static_cast<int>(kSamples / kThreads);
+  __shared__ uint32_t hist[kDistanceBuckets];
   for (int b = threadIdx.x; b < kDistanceBuckets; b += kThreads) hist[b] = 0;
   uint32_t keys[kPerThread];
   uint32_t local_max = 0;
 #pragma unroll
   for (int i = 0; i < kPerThread; ++i) {
-    const int64_t q = threadIdx.x + static_cast<int64_t>(kThreads) * i;
-    keys[i] = order_key(data[(q >> 5) * stride + (q & 31)]);
+    keys[i] = order_key(sample[i]);
     local_max = max(local_max, keys[i]);
   }
   const uint32_t max_key = block_max<kThreads>(local_max);
@@ -719,8 +758,9 @@ __global__ void __launch_bounds__(kSampleThreads)
     top_k_sample_kernel(const T* scores, int64_t n, int64_t k, uint32_t* lower) {
   TOPK_PHASE(8);
   asm volatile("griddepcontrol.launch_dependents;");
-  const uint32_t l =
-      sampled_lower_key<T, kSampleThreads>(scores + static_cast<int64_t>(blockIdx.x) * n, n, k);
+  RowSample<T, kSampleThreads> sample;
+  load_sample<T, kSampleThreads>(scores + static_cast<int64_t>(blockIdx.x) * n, n, sample);
+  const uint32_t l = sampled_lower_key<T, kSampleThreads>(sample, n, k);
   if (threadIdx.x == 0) lower[blockIdx.x] = l;
   TOPK_PHASE(9);
 }
@@ -764,15 +804,18 @@ __global__ void __launch_bounds__(kFilterThreads, 2)
   const T* data = scores + row * n;
   const int64_t begin = static_cast<int64_t>(blockIdx.x) * chunk;
   const int64_t end = min(n, begin + chunk);
-  // The first tile's loads go out before L is known (they do not depend on it), each later tile's while the
-  // previous one is compacted: the memory latency is not exposed once per tile.
+  // The first tile's loads go out before L is known (they do not depend on it; an own sample's loads go
+  // first, as it is needed first), each later tile's while the previous one is compacted: the memory
+  // latency is not exposed once per tile.
   constexpr int kN = kFilterItems<T>;
   constexpr int64_t kTile = kFilterTile<T>;
   uint32_t raw[kWords<T, kN>];
-  load_tile<T, kN, V, kFilterThreads>(data, begin, end, raw);
   uint32_t lower = 0;
   if constexpr (kOwnSample) {
-    const uint32_t l = sampled_lower_key<T, kFilterThreads>(data, n, k);
+    RowSample<T, kFilterThreads> sample;
+    load_sample<T, kFilterThreads>(data, n, sample);
+    load_tile<T, kN, V, kFilterThreads>(data, begin, end, raw);
+    const uint32_t l = sampled_lower_key<T, kFilterThreads>(sample, n, k);
     if (threadIdx.x == 0) {
       shared_lower = l;
       if (blockIdx.x == 0) ws.lower[row] = l;
@@ -780,6 +823,7 @@ __global__ void __launch_bounds__(kFilterThreads, 2)
     __syncthreads();
     lower = shared_lower;
   } else {
+    load_tile<T, kN, V, kFilterThreads>(data, begin, end, raw);
     asm volatile("griddepcontrol.wait;" ::: "memory");  // the sample grid has completed: L is in ws.lower
     lower = ws.lower[row];
   }
@@ -814,11 +858,11 @@ __global__ void __launch_bounds__(kMergeThreads)
     top_k_merge_kernel(const T* scores, int64_t n, int64_t k, int32_t* out, int chunks, FilterWorkspace ws) {
   extern __shared__ uint32_t candidate_keys[];
   int32_t* candidate_indices = reinterpret_cast<int32_t*>(candidate_keys + kCapacity);
-  asm volatile("griddepcontrol.wait;" ::: "memory");  // the filter grid has completed, its writes visible
-  TOPK_PHASE(13);
   __shared__ uint32_t offsets[kMergeThreads];
   __shared__ uint32_t select_hist[kBins];
-  for (int b = threadIdx.x; b < kBins; b += kMergeThreads) select_hist[b] = 0;
+  for (int b = threadIdx.x; b < kBins; b += kMergeThreads) select_hist[b] = 0;  // while the filter runs
+  asm volatile("griddepcontrol.wait;" ::: "memory");  // the filter grid has completed, its writes visible
+  TOPK_PHASE(13);
   const int64_t row = blockIdx.x;
   const uint32_t lower = ws.lower[row];  // loaded with the counts: one memory latency for both
   const uint32_t size = static_cast<int>(threadIdx.x) < chunks ? ws.counts[row * chunks + threadIdx.x] : 0u;
