@@ -3,6 +3,11 @@
 // floor, the time to read the key records and write the fp32 scores once at the device-to-device copy
 // bandwidth measured in the same run (goal >= 0.7). Queries are MXFP4 fake-quantized, as the engine
 // passes them.
+//
+// Two timings per shape: the plain rows start from an idle GPU, so the event pair also holds the host's
+// launch latency (the GPU waits for the launch to arrive); the _queued rows keep the GPU busy with a wait
+// kernel while the call is enqueued behind it, so the pair holds only the GPU's time for the call (what it
+// adds to a busy stream or a CUDA graph).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -34,6 +39,28 @@ __global__ void fill_visible(int64_t* visible, int64_t rows, int64_t n) {
   if (r < rows) visible[r] = n;
 }
 
+// Keeps the GPU busy for `ns` nanoseconds (one thread), so that work enqueued meanwhile waits in the queue.
+__global__ void busy_wait(uint64_t ns) {
+  uint64_t start = 0, now = 0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < ns);
+}
+
+// Median time of `launch` with the GPU busy before the start event (see the file comment).
+template <typename Launch>
+double queued_median_ms(cudaStream_t stream, Launch&& launch) {
+  constexpr uint64_t kBusyNs = 40000;  // far above the host's enqueue time of the events and the call
+  return fb::median_ms_after(
+      stream,
+      [&] {
+        busy_wait<<<1, 1, 0, stream>>>(kBusyNs);
+        FKV_CUDA_CHECK_LAUNCH();
+      },
+      launch);
+}
+
 }  // namespace
 
 int main() {
@@ -57,7 +84,6 @@ int main() {
     fc::quantize_mxfp4_keys(queries.as<float>(), query_rows, kDim, query_records.as<uint8_t>(), stream);
     fc::dequantize_mxfp4_keys(query_records.as<uint8_t>(), query_rows, kDim, queries.as<float>(), stream);
     fb::fill_random(weights.as<float>(), kMaxRows * kHeads, 33, 0.1f, stream);
-    fb::DeviceBuffer workspace(fc::index_scores_workspace_bytes(kMaxRows, kHeads));
     for (const int64_t n : kLengths) {
       for (const int64_t rows : kBatches) {
         const std::string name =
@@ -77,12 +103,18 @@ int main() {
         args.n_visible = visible.as<int64_t>();
         args.scores = scores.as<float>();
         args.faithful = true;
-        args.workspace = workspace.as<void>();
-        args.workspace_bytes = workspace.bytes();
-        const double ms = fb::median_ms(stream, [&] { fc::index_scores(args, stream); });
+        const auto call = [&] { fc::index_scores(args, stream); };
         const double bytes = static_cast<double>(n * kKeyBytes + rows * n * 4);
         const double floor_ms = bytes / (copy_gbs * 1e9) * 1e3;
-        fb::print_result(kProgram, name, ms * 1e3, "us", floor_ms / ms);
+        // A/B of session 5 round 1: _sepprep = the query preparation as a separate kernel (as before).
+        for (const bool separate : {false, true}) {
+          args.separate_preparation = separate;
+          const std::string variant = name + (separate ? "_sepprep" : "");
+          const double ms = fb::median_ms(stream, call);
+          fb::print_result(kProgram, variant, ms * 1e3, "us", floor_ms / ms);
+          const double queued_ms = queued_median_ms(stream, call);
+          fb::print_result(kProgram, variant + "_queued", queued_ms * 1e3, "us", floor_ms / queued_ms);
+        }
       }
     }
     FKV_CUDA_CHECK(cudaStreamDestroy(stream));

@@ -56,8 +56,9 @@ class DeviceBuffer {
 
 // Median wall time in milliseconds of `launch` enqueued on `stream`, each repetition bracketed by
 // its own pair of events so a slow outlier (clock ramp, other tenants) does not drag the result.
-template <typename Launch>
-double median_ms(cudaStream_t stream, Launch&& launch, int reps = kTimedReps) {
+// `before` is enqueued ahead of each start event, untimed (e.g. work that keeps the GPU busy meanwhile).
+template <typename Before, typename Launch>
+double median_ms_after(cudaStream_t stream, Before&& before, Launch&& launch, int reps = kTimedReps) {
   for (int i = 0; i < kWarmupReps; ++i) launch();
   FKV_CUDA_CHECK(cudaStreamSynchronize(stream));
   // The timed launches carry an NVTX range so a profiler can pick them (ncu --nvtx-include flashkv_timed/).
@@ -67,6 +68,7 @@ double median_ms(cudaStream_t stream, Launch&& launch, int reps = kTimedReps) {
   FKV_CUDA_CHECK(cudaEventCreate(&stop));
   std::vector<float> times(static_cast<size_t>(reps));
   for (float& t : times) {
+    before();
     FKV_CUDA_CHECK(cudaEventRecord(start, stream));
     launch();
     FKV_CUDA_CHECK(cudaEventRecord(stop, stream));
@@ -78,6 +80,12 @@ double median_ms(cudaStream_t stream, Launch&& launch, int reps = kTimedReps) {
   nvtxRangePop();
   std::sort(times.begin(), times.end());
   return static_cast<double>(times[times.size() / 2]);
+}
+
+template <typename Launch>
+double median_ms(cudaStream_t stream, Launch&& launch, int reps = kTimedReps) {
+  return median_ms_after(
+      stream, [] {}, launch, reps);
 }
 
 inline double gb_per_s(double bytes, double ms) {

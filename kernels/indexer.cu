@@ -28,38 +28,6 @@ namespace nm = flashkv::numeric;
   throw Error(ErrorCode::kInvalidArgument, std::string(function) + ": " + message);
 }
 
-// ---- programmatic dependent launch (sm_90) -------------------------------------------------------------
-//
-// The two kernels of a tensor-core call (preparation, scores) are chained so that the second one's launch
-// overlaps the first one's run: a kernel started by launch_after_previous may run while the previous
-// kernel of the stream still runs (once every CTA of that one called allow_next_grid, so no CTA of it
-// still waits for an SM), and calls wait_for_previous_grid before it reads that kernel's results (and so
-// before it may exit: the stream's next work then sees the whole chain complete). Both are no-ops for
-// kernels launched the ordinary way.
-
-__device__ inline void wait_for_previous_grid() {
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-}
-__device__ inline void allow_next_grid() {
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-}
-
-template <class... Params, class... Args>
-void launch_after_previous(void (*kernel)(Params...), dim3 grid, unsigned threads, size_t smem,
-                           cudaStream_t stream, Args&&... args) {
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute.val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config{};
-  config.gridDim = grid;
-  config.blockDim = dim3(threads);
-  config.dynamicSmemBytes = smem;
-  config.stream = stream;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
-  FKV_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
-}
-
 // ---- exact scoring ------------------------------------------------------------------------------------
 
 constexpr int kScoreThreads = 128;  // entries per CTA
@@ -194,33 +162,24 @@ void launch_exact_scores(const IndexScoringArgs& args, cudaStream_t stream) {
 
 constexpr int kFastDim = 128;
 constexpr int kFastBlocks = kFastDim / 32;
-constexpr int kFastThreads = 128;                             // 4 warps
+// One CTA per SM: four independent key pipelines of 4 warps each (their own stages, barriers and tile
+// sequence), which share the query slots that all 16 warps prepare at the start. The preparation is part
+// of the scores kernel (one launch per call, no workspace); per SM it is done once for all four pipelines.
+constexpr int kPipelines = 4;
+constexpr int kPipelineThreads = 128;
+constexpr int kFastThreads = kPipelines * kPipelineThreads;  // 512 at 128 registers: the register file
+constexpr int kFastWarps = kFastThreads / 32;
 constexpr int kFastTileEntries = 128;                         // entries per pipeline stage; 32 per warp
 constexpr int kKeyBytes = 68;                                 // mxfp4_key_bytes(128)
 constexpr int kFastTileBytes = kFastTileEntries * kKeyBytes;  // 8704, a multiple of 16
 constexpr int kFastStages = 3;
-// CTAs per SM the registers allow: 128 registers, 4 CTAs, the query B fragments of the narrow-term path
-// (4 KB per row) in shared memory. Measured slower: 64 registers / 8 CTAs / 2 stages (s4r1: 1M b1 59.1 vs
-// 55.9 us, 64K b1 16.9 vs 14.2; spill reloads, longer chains per warp, L1 squeezed by 8 CTAs' shared
-// memory) and 80 registers / 6 CTAs with the fragments read from global memory (s4r2: 1M b1 54.3 vs 53.8,
-// b4 124.0 vs 115.6).
-constexpr int kFastMinCtasPerSm = 4;
+// Measured slower than 128 registers with 16 warps per SM: 64 registers / 32 warps / 2 stages (s4r1: 1M b1
+// 59.1 vs 55.9 us, 64K b1 16.9 vs 14.2; spill reloads, longer chains per warp, L1 squeezed by shared
+// memory) and 80 registers / 24 warps with the fragments read from global memory (s4r2: 1M b1 54.3 vs
+// 53.8, b4 124.0 vs 115.6).
 constexpr int kFastRows = 4;  // query rows per CTA
 constexpr int kMaxFastHeads = 64;
 constexpr int kExactSpan = 9;  // binades of scale spread the fp32 accumulation absorbs exactly
-
-// Per query row, after preparation.
-struct PreparedQueries {
-  int8_t* values;   // [n, heads, 128]: 2·E2M1 value (integer), channel order
-  int8_t* negated;  // the same, negated
-  float* scales;    // [n, heads, 4]: 2^(e − 127 − 2)
-  int* fast;        // [n]: 1 when the row is MXFP4-exact with normal-range scales
-  int* span;        // [n]: max over heads of the block exponent spread
-  int2* terms;      // [n, heads]: {accumulator start, scaled weight bits} of the narrow-term path
-  int2* key_range;  // [n]: key exponents [lo, hi] the narrow-term path takes (lo > hi: none)
-  // [n, heads / 8, 4, 32, 2]: values as the narrow-term path's B fragments (fragment_word).
-  uint32_t* frags;
-};
 
 // Fragment order of the narrow-term path's query operand: 8-byte slot (j·4 + k)·32 + l holds head j·8 + l/4,
 // channels (l%4)·32 + k·8 .. + 8 (the k order of narrow_key_fragments), so a lane's B fragment for head
@@ -231,12 +190,11 @@ __device__ inline int fragment_word(int head, int c) {
   return ((j * 4 + k) * 32 + slot_lane) * 2 + (c & 1);
 }
 
-// One CTA per query row; warp w codes heads w and w + 32, each lane four channels (lanes 8b..8b+7 hold
-// scale block b). A row whose heads each span at most kNarrowSpan binades over their four blocks is
-// "narrow": its values are stored shifted to the head's smallest block exponent (doubled E2M1 times
-// 2^(e_b - e_min) <= 96, still int8) and every block scale of the head is 2^(e_min); span[row] is then 0.
-// Otherwise values are unshifted and span[row] is the largest head spread.
-constexpr int kPrepareThreads = 1024;
+// Preparation (prepare_queries below): warp w of the CTA codes heads w, w + 16, .. of its rows, each lane
+// four channels (lanes 8b..8b+7 hold scale block b). A row whose heads each span at most kNarrowSpan
+// binades over their four blocks is "narrow": its values are stored shifted to the head's smallest block
+// exponent (doubled E2M1 times 2^(e_b - e_min) <= 96, still int8) and every block scale of the head is
+// 2^(e_min); its span is then 0. Otherwise values are unshifted and the span is the largest head spread.
 constexpr int kNarrowSpan = 3;
 
 // ---- narrow-term path: the common case without conversions ---------------------------------------------
@@ -314,6 +272,114 @@ __device__ inline bool code_head(float4 x, PreparedHead& h) {
   return __all_sync(0xFFFFFFFFu, exact);
 }
 
+__device__ inline uint32_t byte_perm(uint32_t lo, uint32_t hi, uint32_t selector) {
+  uint32_t r;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(lo), "r"(hi), "r"(selector));
+  return r;
+}
+
+__device__ inline void mma_u8s8(int (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};"
+      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// ---- bulk copies (TMA) completing on an mbarrier ----
+
+__device__ inline uint32_t shared_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ inline void mbarrier_init(uint64_t* bar, unsigned arrivals) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(shared_address(bar)), "r"(arrivals)
+               : "memory");
+}
+// Makes the initialized barriers visible to the async proxy (then a CTA barrier for the other threads).
+__device__ inline void mbarrier_init_fence() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+// One arrival that also expects `bytes` of bulk-copy transactions before the phase completes.
+__device__ inline void mbarrier_arrive_expect(uint64_t* bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(bar)), "r"(bytes)
+               : "memory");
+}
+// Waits until the barrier's phase of parity `parity` has completed.
+__device__ inline void mbarrier_wait(uint64_t* bar, uint32_t parity) {
+  asm volatile(
+      "{\n"
+      ".reg .pred done;\n"
+      "WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT;\n"
+      "}\n" ::"r"(shared_address(bar)),
+      "r"(parity)
+      : "memory");
+}
+// bytes (a multiple of 16, both addresses 16-byte aligned) from global to shared memory, counted on bar.
+__device__ inline void bulk_load(void* shared, const void* global, uint32_t bytes, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+          shared_address(shared)),
+      "l"(global), "r"(bytes), "r"(shared_address(bar))
+      : "memory");
+}
+
+// RNE to BF16 in one conversion (cvt.rn.bf16.f32): the host's bf16_from_float on every non-NaN input.
+__device__ inline float round_bf16(float x) {
+  return __bfloat162float(__float2bfloat16_rn(x));
+}
+
+// ---- A/B of session 5, round 1 (bench only, removed after the round) ------------------------------------
+//
+// The preparation as a separate kernel (one 1024-thread CTA per row, results in a workspace) chained to the
+// scores kernel by programmatic dependent launch, as before session 5; IndexScoringArgs::separate_preparation
+// selects it so that the bench can compare it with the preparation inside the scores kernel in one run.
+
+// Programmatic dependent launch (sm_90): // The two kernels of a tensor-core call (preparation, scores) are
+// chained so that the second one's launch overlaps the first one's run: a kernel started by
+// launch_after_previous may run while the previous kernel of the stream still runs (once every CTA of that
+// one called allow_next_grid, so no CTA of it still waits for an SM), and calls wait_for_previous_grid before
+// it reads that kernel's results (and so before it may exit: the stream's next work then sees the whole chain
+// complete). Both are no-ops for kernels launched the ordinary way.
+
+__device__ inline void wait_for_previous_grid() {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+}
+__device__ inline void allow_next_grid() {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
+template <class... Params, class... Args>
+void launch_after_previous(void (*kernel)(Params...), dim3 grid, unsigned threads, size_t smem,
+                           cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = dim3(threads);
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  FKV_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...));
+}
+
+// Per query row, after preparation.
+struct PreparedQueries {
+  int8_t* values;   // [n, heads, 128]: 2·E2M1 value (integer), channel order
+  int8_t* negated;  // the same, negated
+  float* scales;    // [n, heads, 4]: 2^(e − 127 − 2)
+  int* fast;        // [n]: 1 when the row is MXFP4-exact with normal-range scales
+  int* span;        // [n]: max over heads of the block exponent spread
+  int2* terms;      // [n, heads]: {accumulator start, scaled weight bits} of the narrow-term path
+  int2* key_range;  // [n]: key exponents [lo, hi] the narrow-term path takes (lo > hi: none)
+  // [n, heads / 8, 4, 32, 2]: values as the narrow-term path's B fragments (fragment_word).
+  uint32_t* frags;
+};
+
+constexpr int kPrepareThreads = 1024;
 constexpr int kPrepareWarps = kPrepareThreads / 32;
 constexpr int kHeadsPerPrepareWarp = kMaxFastHeads / kPrepareWarps;
 
@@ -413,77 +479,142 @@ __global__ void __launch_bounds__(kPrepareThreads)
   }
 }
 
-__device__ inline uint32_t byte_perm(uint32_t lo, uint32_t hi, uint32_t selector) {
-  uint32_t r;
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(lo), "r"(hi), "r"(selector));
-  return r;
-}
-
-__device__ inline void mma_u8s8(int (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};"
-      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// ---- bulk copies (TMA) completing on an mbarrier ----
-
-__device__ inline uint32_t shared_address(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ inline void mbarrier_init(uint64_t* bar, unsigned arrivals) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(shared_address(bar)), "r"(arrivals)
-               : "memory");
-}
-// Makes the initialized barriers visible to the async proxy (then a CTA barrier for the other threads).
-__device__ inline void mbarrier_init_fence() {
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-}
-// One arrival that also expects `bytes` of bulk-copy transactions before the phase completes.
-__device__ inline void mbarrier_arrive_expect(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(bar)), "r"(bytes)
-               : "memory");
-}
-// Waits until the barrier's phase of parity `parity` has completed.
-__device__ inline void mbarrier_wait(uint64_t* bar, uint32_t parity) {
-  asm volatile(
-      "{\n"
-      ".reg .pred done;\n"
-      "WAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT;\n"
-      "}\n" ::"r"(shared_address(bar)),
-      "r"(parity)
-      : "memory");
-}
-// bytes (a multiple of 16, both addresses 16-byte aligned) from global to shared memory, counted on bar.
-__device__ inline void bulk_load(void* shared, const void* global, uint32_t bytes, uint64_t* bar) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-          shared_address(shared)),
-      "l"(global), "r"(bytes), "r"(shared_address(bar))
-      : "memory");
-}
-
-// RNE to BF16 in one conversion (cvt.rn.bf16.f32): the host's bf16_from_float on every non-NaN input.
-__device__ inline float round_bf16(float x) {
-  return __bfloat162float(__float2bfloat16_rn(x));
-}
-
 struct FastArgs {
   const uint8_t* keys;
   int64_t count;
+  const float* queries;  // [n, heads, 128]
   const float* weights;  // [n, heads]
   const int64_t* visible;
   int64_t n;
   int heads;
-  PreparedQueries queries;
   float* scores;
-  int rows_per_cta;          // min(n, kFastRows): the shared query slots (fewer rows, more CTAs per SM)
-  const float* raw_queries;  // [n, heads, 128]: the rows that are not MXFP4-exact are scored from these
+  int rows_per_cta;          // min(n, kFastRows): the shared query slots
   bool force_redo;           // IndexScoringArgs::force_exact_redo
+  PreparedQueries prepared;  // A/B: the separate preparation's results
 };
+
+// The CTA's prepared query rows in shared memory (dynamic, after the pipelines' stages).
+struct QuerySlots {
+  uint32_t* frags;  // [rows, heads / 8, 4, 32, 2]: values as the B fragments (fragment_word)
+  int4* starts;     // [rows, heads / 2]: accumulator starts {s(2i), s(2i + 1), s(2i), s(2i + 1)}
+  float2* ws;       // [rows, heads / 2]: scaled weights of heads 2i, 2i + 1
+  float* scales;    // [rows, heads, 4]: 2^(e − 127 − 2) per block (0 for a row that is not MXFP4-exact)
+  float* weights;   // [rows, heads]
+};
+
+// Per-head results of the preparation's first phase and the rows' narrow-term constraints.
+struct PrepareShared {
+  uint8_t code[kFastRows][kMaxFastHeads][kFastBlocks];  // E8M0 code per block
+  uint8_t low[kFastRows][kMaxFastHeads];                // smallest block code
+  uint8_t span[kFastRows][kMaxFastHeads];               // largest minus smallest block code
+  uint8_t exact[kFastRows][kMaxFastHeads];              // MXFP4-exact with normal-range scales
+  int key_lo[kFastRows], key_hi[kFastRows], spread_lo[kFastRows], spread_hi[kFastRows], usable[kFastRows];
+};
+
+// Whether row r is MXFP4-exact and its largest head spread (every lane gets both).
+struct RowCoding {
+  bool exact;
+  int span;
+};
+__device__ inline RowCoding row_coding(const PrepareShared& p, int r, int heads, int lane) {
+  bool exact = true;
+  int span = 0;
+  for (int h = lane; h < heads; h += 32) {
+    exact = exact && p.exact[r][h] != 0;
+    span = max(span, static_cast<int>(p.span[r][h]));
+  }
+  return {__all_sync(0xFFFFFFFFu, exact) != 0,
+          static_cast<int>(__reduce_max_sync(0xFFFFFFFFu, static_cast<unsigned>(span)))};
+}
+
+constexpr int kPrepareBatch = 8;  // heads per warp whose loads are issued together (one latency)
+
+// Phase 1, for the items (row, head) = warp, warp + 16, ..: codes the head (code_head), stores its
+// unshifted doubled values in fragment order and its codes, exactness and spread.
+__device__ inline void code_query_heads(const FastArgs& a, int64_t row0, int rows, int heads, QuerySlots q,
+                                        PrepareShared& p) {
+  const int lane = threadIdx.x & 31, warp = static_cast<int>(threadIdx.x >> 5), items = rows * heads;
+  for (int base = warp; base < items; base += kFastWarps * kPrepareBatch) {
+    float4 x[kPrepareBatch];
+#pragma unroll
+    for (int i = 0; i < kPrepareBatch; ++i) {
+      const int item = base + i * kFastWarps;
+      x[i] = item < items
+                 ? reinterpret_cast<const float4*>(a.queries + (row0 * heads + item) * kFastDim)[lane]
+                 : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+#pragma unroll
+    for (int i = 0; i < kPrepareBatch; ++i) {
+      const int item = base + i * kFastWarps;
+      if (item >= items) break;
+      const int r = item / heads, head = item - r * heads;
+      PreparedHead h;
+      const bool exact = code_head(x[i], h);
+      uint32_t values = 0;
+#pragma unroll
+      for (int k = 0; k < 4; ++k)
+        values |= static_cast<uint32_t>(static_cast<uint8_t>(h.doubled[k])) << (8 * k);
+      q.frags[r * heads * (kFastDim / 4) + fragment_word(head, lane)] = values;
+      if ((lane & 7) == 0) p.code[r][head][lane >> 3] = static_cast<uint8_t>(h.code);
+      if (lane == 0) {
+        p.low[r][head] = static_cast<uint8_t>(h.low);
+        p.span[r][head] = static_cast<uint8_t>(h.high - h.low);
+        p.exact[r][head] = exact ? 1 : 0;
+      }
+    }
+  }
+}
+
+// Narrow-term constants (narrow_terms below) are written for narrow, exact rows: per head the
+// accumulator start kAccBias − 96·Σ v_q and ws = w·2^(eq − 127); per row the accepted key exponent range:
+// every nonzero value normal for ek >= 130 − eq (dot) and ek >= 130 − L (w·dot), L = ilogb(w) + eq,
+// sums finite for ek <= 362 − eq and ek <= 355 − L; the scaled chain normal for 23 <= L <= 248; the
+// terms' spread within kMaxTermSpread. Zero weights give zero terms either way.
+//
+// Phase 2, per item: the values shifted when the row is narrow, the block scales, and for narrow exact
+// rows the head's narrow-term constants and its part of the row's key range.
+__device__ inline void finish_query_heads(int rows, int heads, QuerySlots q, PrepareShared& p) {
+  const int lane = threadIdx.x & 31, warp = static_cast<int>(threadIdx.x >> 5);
+  for (int item = warp; item < rows * heads; item += kFastWarps) {
+    const int r = item / heads, head = item - r * heads;
+    const RowCoding row = row_coding(p, r, heads, lane);
+    const bool narrow = row.span <= kNarrowSpan;
+    const int low = p.low[r][head];
+    const int shift = narrow ? p.code[r][head][lane >> 3] - low : 0;
+    uint32_t& slot = q.frags[r * heads * (kFastDim / 4) + fragment_word(head, lane)];
+    const uint32_t unshifted = slot;
+    uint32_t values = 0;
+    int sum = 0;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const int value = static_cast<int8_t>(unshifted >> (8 * k)) * (1 << shift);
+      sum += value;
+      values |= static_cast<uint32_t>(static_cast<uint8_t>(value)) << (8 * k);
+    }
+    slot = values;
+    if (lane < kFastBlocks) {
+      const int e = narrow ? low : p.code[r][head][lane];
+      q.scales[(r * heads + head) * kFastBlocks + lane] =
+          row.exact ? __uint_as_float(static_cast<uint32_t>(e - 2) << 23) : 0.0f;
+    }
+    if (!(narrow && row.exact)) continue;
+    sum = __reduce_add_sync(0xFFFFFFFFu, sum);
+    if (lane != 0) continue;
+    const float w = q.weights[r * heads + head];
+    int* starts = reinterpret_cast<int*>(q.starts) + (r * heads / 2 + head / 2) * 4 + (head & 1);
+    starts[0] = starts[2] = kAccBias - kKeyOffset * sum;
+    reinterpret_cast<float*>(q.ws)[r * heads + head] = ldexpf(w, low - 127);
+    if (!isfinite(w)) {
+      atomicAnd(&p.usable[r], 0);
+    } else if (w != 0.0f) {
+      const int l = ilogbf(w) + low;
+      atomicMax(&p.key_lo[r], max(130 - low, 130 - l));
+      atomicMin(&p.key_hi[r], min(362 - low, 355 - l));
+      atomicMin(&p.spread_lo[r], l);
+      atomicMax(&p.spread_hi[r], l);
+    }
+  }
+}
 
 // Tile `tile` of key records into a stage, issued by one thread: its whole 16-byte chunks by one bulk copy
 // counted on `bar` (every tile but the last is 8704 bytes); fill_tile_tail completes a partial tile.
@@ -500,19 +631,25 @@ __device__ inline bool tile_is_partial(const FastArgs& a, int64_t tile) {
 }
 
 // The last tile after its bulk copy: the tail of its last record (records are 68 bytes, a multiple of 4
-// but not of 16) by 4-byte loads, zeros past it (no access reaches past the key buffer). All threads.
-__device__ inline void fill_tile_tail(const FastArgs& a, int64_t tile, uint8_t* stage) {
+// but not of 16) by 4-byte loads, zeros past it (no access reaches past the key buffer). All threads of
+// the pipeline (`thread` = index in it).
+__device__ inline void fill_tile_tail(const FastArgs& a, int64_t tile, uint8_t* stage, int thread) {
   const int64_t first = tile * kFastTileBytes, left = a.count * kKeyBytes - first;
   auto* words = reinterpret_cast<uint32_t*>(stage);
-  for (int w = static_cast<int>(left / 16) * 4 + static_cast<int>(threadIdx.x); w < kFastTileBytes / 4;
-       w += kFastThreads)
+  for (int w = static_cast<int>(left / 16) * 4 + thread; w < kFastTileBytes / 4; w += kPipelineThreads)
     words[w] = 4 * w < left ? *reinterpret_cast<const uint32_t*>(a.keys + first + 4 * w) : 0u;
 }
 
-// Scores of the 16 entries of one m-tile (records at `records`, first entry `entry0`) for query row r.
-__device__ __noinline__ void score_m_tile(const FastArgs& a, const uint8_t* records, int64_t entry0, int r,
-                                          int64_t row, const int8_t* q_values, const int8_t* q_negated,
-                                          const float* q_scales, const float* weights, int span_q) {
+// The threads of pipeline `pipeline` wait for each other (named barrier 1 + pipeline; 0 is __syncthreads).
+__device__ inline void pipeline_sync(int pipeline) {
+  asm volatile("bar.sync %0, %1;" ::"r"(pipeline + 1), "r"(kPipelineThreads) : "memory");
+}
+
+// Scores of the 16 entries of one m-tile (records at `records`, first entry `entry0`) for query row `row`.
+// frags: the row's query values in fragment order (fragment_word).
+__device__ __noinline__ void score_m_tile(const FastArgs& a, const uint8_t* records, int64_t entry0,
+                                          int64_t row, const uint2* frags, const float* q_scales,
+                                          const float* weights, int span_q) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   // Key block exponents of rows g and g + 8.
   float key_scale[2][kFastBlocks];
@@ -573,13 +710,14 @@ __device__ __noinline__ void score_m_tile(const FastArgs& a, const uint8_t* reco
     head_sum[half] += static_cast<double>(round_bf16(__fmul_rn(relu, weights[head])));
   };
   for (int j = 0; j < a.heads / 8; ++j) {
-    const int head_b = j * 8 + g;  // B column this lane loads
+    // B column g (head j·8 + g), channels b·32 + t·8 .. + 8: fragment slot (j·4 + t)·32 + 4g + b.
+    const uint2* column = frags + (j * 4 + t) * 32 + 4 * g;
     if (narrow) {
       int acc[4] = {0, 0, 0, 0};
 #pragma unroll
       for (int b = 0; b < kFastBlocks; ++b) {
-        const uint2 pos = *reinterpret_cast<const uint2*>(q_values + head_b * kFastDim + b * 32 + t * 8);
-        const uint2 neg = *reinterpret_cast<const uint2*>(q_negated + head_b * kFastDim + b * 32 + t * 8);
+        const uint2 pos = column[b];
+        const uint2 neg = make_uint2(__vneg4(pos.x), __vneg4(pos.y));
         mma_u8s8(acc, a_pos[b], pos.x, pos.y);
         mma_u8s8(acc, a_neg[b], neg.x, neg.y);
       }
@@ -596,8 +734,8 @@ __device__ __noinline__ void score_m_tile(const FastArgs& a, const uint8_t* reco
     int acc[kFastBlocks][4];
 #pragma unroll
     for (int b = 0; b < kFastBlocks; ++b) {
-      const uint2 pos = *reinterpret_cast<const uint2*>(q_values + head_b * kFastDim + b * 32 + t * 8);
-      const uint2 neg = *reinterpret_cast<const uint2*>(q_negated + head_b * kFastDim + b * 32 + t * 8);
+      const uint2 pos = column[b];
+      const uint2 neg = make_uint2(__vneg4(pos.x), __vneg4(pos.y));
       acc[b][0] = acc[b][1] = acc[b][2] = acc[b][3] = 0;
       mma_u8s8(acc[b], a_pos[b], pos.x, pos.y);
       mma_u8s8(acc[b], a_neg[b], neg.x, neg.y);
@@ -642,7 +780,6 @@ __device__ __noinline__ void score_m_tile(const FastArgs& a, const uint8_t* reco
       a.scores[row * a.count + entry] = value;
     }
   }
-  (void)r;
 }
 
 // ---- narrow-term path (see prepare_narrow_terms above) ----
@@ -831,80 +968,115 @@ __device__ __noinline__ void score_exact_entries(const FastArgs& a, const uint8_
   if (entry < visible) {
     float key[kFastDim];
     nm::dequantize_mxfp4_key(records + lane * kKeyBytes, kFastDim, key);
-    value = exact_entry_score(a.raw_queries + row * a.heads * kFastDim, a.weights + row * a.heads, key,
-                              a.heads, kFastDim, true);
+    value = exact_entry_score(a.queries + row * a.heads * kFastDim, a.weights + row * a.heads, key, a.heads,
+                              kFastDim, true);
   }
   a.scores[row * a.count + entry] = value;
 }
 
 // kHeads: the head count when it is 32 (the V4.1 shape: the narrow-term loop unrolled, constant offsets),
 // else 0 (any multiple of 8 up to kMaxFastHeads, from the arguments).
-template <int kHeads>
-__global__ void __launch_bounds__(kFastThreads, kFastMinCtasPerSm)
-    fast_scores_kernel(const __grid_constant__ FastArgs a) {
+// kPrepareHere: the CTA prepares its query rows itself (else the A/B's separate preparation did).
+template <int kHeads, bool kPrepareHere>
+__global__ void __launch_bounds__(kFastThreads, 1) fast_scores_kernel(const __grid_constant__ FastArgs a) {
   extern __shared__ __align__(16) uint8_t smem[];
   const int64_t row0 = static_cast<int64_t>(blockIdx.y) * a.rows_per_cta;
   const int rows_cta = a.rows_per_cta, heads = kHeads > 0 ? kHeads : a.heads, per_row = heads * kFastDim;
-  // Shared memory holds what the narrow-term path reads; the per-block path (rare tiles) reads the query
-  // values from global memory.
-  uint8_t* stages = smem;  // kFastStages tiles
-  const auto* global_frags = reinterpret_cast<const uint2*>(a.queries.frags) + row0 * per_row / 8;
-  auto* frags = reinterpret_cast<uint2*>(smem + kFastStages * kFastTileBytes);  // [rows, heads / 8, 4, 32]
-  auto* starts = reinterpret_cast<int4*>(frags + rows_cta * per_row / 8);       // [rows, heads / 2]
-  auto* ws = reinterpret_cast<float2*>(starts + rows_cta * heads / 2);          // [rows, heads / 2]
-  auto* q_scales = reinterpret_cast<float*>(ws + rows_cta * heads / 2);         // [rows, heads, 4]
-  float* weights = q_scales + rows_cta * heads * kFastBlocks;                   // [rows, heads]
+  const int pipeline = static_cast<int>(threadIdx.x) / kPipelineThreads;
+  const int thread = static_cast<int>(threadIdx.x) % kPipelineThreads;
+  // Shared memory: each pipeline's stages, then the query slots of the CTA's rows (all that the scoring
+  // reads of the queries, except the raw rows of the exact path).
+  uint8_t* stages = smem + pipeline * kFastStages * kFastTileBytes;  // kFastStages tiles
+  QuerySlots q;
+  q.frags = reinterpret_cast<uint32_t*>(smem + kPipelines * kFastStages * kFastTileBytes);
+  q.starts = reinterpret_cast<int4*>(q.frags + rows_cta * per_row / 4);
+  q.ws = reinterpret_cast<float2*>(q.starts + rows_cta * heads / 2);
+  q.scales = reinterpret_cast<float*>(q.ws + rows_cta * heads / 2);
+  q.weights = q.scales + rows_cta * heads * kFastBlocks;
+  __shared__ PrepareShared prepare;
   __shared__ int row_fast[kFastRows], row_span[kFastRows];
   __shared__ int2 row_range[kFastRows];
   __shared__ int64_t row_visible[kFastRows];
-  __shared__ __align__(8) uint64_t stage_full[kFastStages];  // bulk copy of the stage's tile complete
+  __shared__ __align__(8) uint64_t stage_full[kPipelines][kFastStages];  // the stage's bulk copy complete
   const int rows = static_cast<int>(min(static_cast<int64_t>(rows_cta), a.n - row0));
   const int64_t tiles = (a.count + kFastTileEntries - 1) / kFastTileEntries;
-  // Prologue: the first kFastStages - 1 tiles of this CTA in flight (keys are inputs, not the preparation
-  // kernel's results, so this overlaps its run), then the prepared queries.
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kFastStages; ++s) mbarrier_init(&stage_full[s], 1);
+  // The pipeline's tiles: first, first + pipelines, ...
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * kPipelines + pipeline;
+  const int64_t pipelines = static_cast<int64_t>(gridDim.x) * kPipelines;
+  // Prologue: each pipeline's first kFastStages - 1 tiles in flight during the preparation.
+  if (thread == 0) {
+    for (int s = 0; s < kFastStages; ++s) mbarrier_init(&stage_full[pipeline][s], 1);
     mbarrier_init_fence();
     for (int s = 0; s < kFastStages - 1; ++s) {
-      const int64_t tile = blockIdx.x + static_cast<int64_t>(s) * gridDim.x;
-      if (tile < tiles) issue_tile(a, tile, stages + s * kFastTileBytes, &stage_full[s]);
+      const int64_t tile = first + s * pipelines;
+      if (tile < tiles) issue_tile(a, tile, stages + s * kFastTileBytes, &stage_full[pipeline][s]);
     }
   }
-  wait_for_previous_grid();
-  for (int i = threadIdx.x; i < rows * per_row / 16; i += kFastThreads)
-    reinterpret_cast<uint4*>(frags)[i] = reinterpret_cast<const uint4*>(global_frags)[i];
-  for (int i = threadIdx.x; i < rows * heads / 2; i += kFastThreads) {
-    const int2 even = a.queries.terms[row0 * heads + 2 * i], odd = a.queries.terms[row0 * heads + 2 * i + 1];
-    starts[i] = make_int4(even.x, odd.x, even.x, odd.x);
-    ws[i] = make_float2(__int_as_float(even.y), __int_as_float(odd.y));
+  for (int i = static_cast<int>(threadIdx.x); i < rows * heads; i += kFastThreads)
+    q.weights[i] = a.weights[row0 * heads + i];
+  const int lane = threadIdx.x & 31, warp = static_cast<int>(threadIdx.x >> 5), g = lane >> 2, t = lane & 3;
+  if (threadIdx.x < rows) row_visible[threadIdx.x] = a.visible[row0 + threadIdx.x];
+  if constexpr (kPrepareHere) {
+    if (threadIdx.x < rows) {
+      const int r = static_cast<int>(threadIdx.x);
+      prepare.key_lo[r] = 32;  // narrow tiles only have key exponents in [32, 223]
+      prepare.key_hi[r] = 223;
+      prepare.spread_lo[r] = 1 << 20;
+      prepare.spread_hi[r] = -(1 << 20);
+      prepare.usable[r] = 1;
+    }
+    code_query_heads(a, row0, rows, heads, q, prepare);
+    __syncthreads();  // phase 1 and the weights
+    finish_query_heads(rows, heads, q, prepare);
+    __syncthreads();    // phase 2
+    if (warp < rows) {  // warp r: row r's results
+      const RowCoding row = row_coding(prepare, warp, heads, lane);
+      const bool narrow = row.span <= kNarrowSpan;
+      const int lo = prepare.spread_lo[warp], hi = prepare.spread_hi[warp];
+      const bool ok =
+          narrow && row.exact && prepare.usable[warp] && lo >= 23 && hi <= 248 && hi - lo <= kMaxTermSpread;
+      if (lane == 0) {
+        row_fast[warp] = row.exact;
+        row_span[warp] = narrow ? 0 : row.span;
+        row_range[warp] = ok ? make_int2(prepare.key_lo[warp], prepare.key_hi[warp]) : make_int2(1, 0);
+      }
+    }
+  } else {  // A/B: copy the separate preparation's results
+    wait_for_previous_grid();
+    const PreparedQueries& p = a.prepared;
+    for (int i = static_cast<int>(threadIdx.x); i < rows * per_row / 16; i += kFastThreads)
+      reinterpret_cast<uint4*>(q.frags)[i] = reinterpret_cast<const uint4*>(p.frags + row0 * per_row / 4)[i];
+    for (int i = static_cast<int>(threadIdx.x); i < rows * heads / 2; i += kFastThreads) {
+      const int2 even = p.terms[row0 * heads + 2 * i], odd = p.terms[row0 * heads + 2 * i + 1];
+      q.starts[i] = make_int4(even.x, odd.x, even.x, odd.x);
+      q.ws[i] = make_float2(__int_as_float(even.y), __int_as_float(odd.y));
+    }
+    for (int i = static_cast<int>(threadIdx.x); i < rows * heads * kFastBlocks; i += kFastThreads)
+      q.scales[i] = p.scales[row0 * heads * kFastBlocks + i];
+    if (threadIdx.x < rows) {
+      row_fast[threadIdx.x] = p.fast[row0 + threadIdx.x];
+      row_span[threadIdx.x] = p.span[row0 + threadIdx.x];
+      row_range[threadIdx.x] = p.key_range[row0 + threadIdx.x];
+    }
   }
-  for (int i = threadIdx.x; i < rows * heads; i += kFastThreads) weights[i] = a.weights[row0 * heads + i];
-  for (int i = threadIdx.x; i < rows * heads * kFastBlocks; i += kFastThreads)
-    q_scales[i] = a.queries.scales[row0 * heads * kFastBlocks + i];
-  if (threadIdx.x < rows) {
-    row_fast[threadIdx.x] = a.queries.fast[row0 + threadIdx.x];
-    row_span[threadIdx.x] = a.queries.span[row0 + threadIdx.x];
-    row_range[threadIdx.x] = a.queries.key_range[row0 + threadIdx.x];
-    row_visible[threadIdx.x] = a.visible[row0 + threadIdx.x];
-  }
-  __syncthreads();  // the query slots and the barriers' initialization
+  __syncthreads();  // the row results and the barriers' initialization
   int stage = 0;
   uint32_t parity = 0;  // of the stages' current use
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+  const int pipeline_warp = warp % (kPipelineThreads / 32);
+  for (int64_t tile = first; tile < tiles; tile += pipelines) {
     // Issue the tile kFastStages - 1 ahead into the stage consumed last iteration.
-    const int64_t ahead = tile + static_cast<int64_t>(kFastStages - 1) * gridDim.x;
+    const int64_t ahead = tile + (kFastStages - 1) * pipelines;
     const int ahead_stage = (stage + kFastStages - 1) % kFastStages;
-    if (threadIdx.x == 0 && ahead < tiles)
-      issue_tile(a, ahead, stages + ahead_stage * kFastTileBytes, &stage_full[ahead_stage]);
-    mbarrier_wait(&stage_full[stage], parity);
+    if (thread == 0 && ahead < tiles)
+      issue_tile(a, ahead, stages + ahead_stage * kFastTileBytes, &stage_full[pipeline][ahead_stage]);
+    mbarrier_wait(&stage_full[pipeline][stage], parity);
     if (tile_is_partial(a, tile)) {
-      fill_tile_tail(a, tile, stages + stage * kFastTileBytes);
-      __syncthreads();
+      fill_tile_tail(a, tile, stages + stage * kFastTileBytes, thread);
+      pipeline_sync(pipeline);
     }
     {
-      const uint8_t* records = stages + stage * kFastTileBytes + warp * kWarpEntries * kKeyBytes;
-      const int64_t entry0 = tile * kFastTileEntries + warp * kWarpEntries;
+      const uint8_t* records = stages + stage * kFastTileBytes + pipeline_warp * kWarpEntries * kKeyBytes;
+      const int64_t entry0 = tile * kFastTileEntries + pipeline_warp * kWarpEntries;
       // Decoded once for all rows of the CTA.
       const KeyExponents k = key_exponents(records, g);
       uint32_t frag_a[2][kFastBlocks][4];
@@ -915,25 +1087,24 @@ __global__ void __launch_bounds__(kFastThreads, kFastMinCtasPerSm)
           score_exact_entries(a, records, entry0, row0 + r, row_visible[r]);
           continue;
         }
+        const auto* frags = reinterpret_cast<const uint2*>(q.frags + r * per_row / 4);
         const int2 range = row_range[r];
         if (k.narrow && k.lowest >= range.x && k.highest <= range.y) {
           // The head loop unrolled by 2: fully unrolled, the kernel stores the A fragments to local memory
           // after every decode (32 STL per 32 entries).
           constexpr int kUnroll = 2;
-          score_narrow_entries<kHeads, kUnroll>(a, frag_a, ek, frags + r * per_row / 8,
-                                                starts + r * heads / 2, ws + r * heads / 2, heads, entry0,
-                                                row0 + r, row_visible[r]);
+          score_narrow_entries<kHeads, kUnroll>(a, frag_a, ek, frags, q.starts + r * heads / 2,
+                                                q.ws + r * heads / 2, heads, entry0, row0 + r,
+                                                row_visible[r]);
           continue;
         }
-        const int64_t offset = (row0 + r) * per_row;
         for (int mt = 0; mt < 2; ++mt) {
-          score_m_tile(a, records + mt * 16 * kKeyBytes, entry0 + mt * 16, r, row0 + r,
-                       a.queries.values + offset, a.queries.negated + offset,
-                       q_scales + r * heads * kFastBlocks, weights + r * heads, row_span[r]);
+          score_m_tile(a, records + mt * 16 * kKeyBytes, entry0 + mt * 16, row0 + r, frags,
+                       q.scales + r * heads * kFastBlocks, q.weights + r * heads, row_span[r]);
         }
       }
     }
-    __syncthreads();  // the stage is refilled next iteration
+    pipeline_sync(pipeline);  // the stage is refilled next iteration
     if (++stage == kFastStages) {
       stage = 0;
       parity ^= 1u;
@@ -942,9 +1113,9 @@ __global__ void __launch_bounds__(kFastThreads, kFastMinCtasPerSm)
 }
 
 size_t fast_scores_smem(int heads, int rows_per_cta) {
-  // Stages, then per row: fragments (128 B per head), starts (8 B per head), scaled weights (4 B), block
-  // scales (16 B) and weights (4 B).
-  return static_cast<size_t>(kFastStages) * kFastTileBytes +
+  // The pipelines' stages, then per row: fragments (128 B per head), starts (8 B per head), scaled
+  // weights (4 B), block scales (16 B) and weights (4 B).
+  return static_cast<size_t>(kPipelines) * kFastStages * kFastTileBytes +
          static_cast<size_t>(rows_per_cta) * heads * (kFastDim + 8 + 4 + 4 * (kFastBlocks + 1));
 }
 
@@ -955,6 +1126,7 @@ bool fast_path_applies(const IndexScoringArgs& args) {
          reinterpret_cast<uintptr_t>(args.queries) % 16 == 0;
 }
 
+// A/B: the separate preparation's workspace layout.
 struct PreparedLayout {
   size_t values = 0, negated = 0, scales = 0, fast = 0, span = 0, terms = 0, key_range = 0, frags = 0,
          total = 0;
@@ -984,37 +1156,60 @@ PreparedQueries prepared_in(void* workspace, int64_t n, int heads) {
           reinterpret_cast<int2*>(p + l.key_range), reinterpret_cast<uint32_t*>(p + l.frags)};
 }
 
-void launch_fast_scores(const IndexScoringArgs& args, void* workspace, cudaStream_t stream) {
-  const PreparedQueries prepared = prepared_in(workspace, args.n, args.heads);
-  prepare_queries_kernel<<<static_cast<unsigned>(args.n), kPrepareThreads, 0, stream>>>(
-      args.queries, args.head_weights, args.heads, prepared);
-  FKV_CUDA_CHECK_LAUNCH();
+// A/B: the separate preparation's workspace, kept per thread and grown on demand (cudaMalloc: the bench's
+// warm-up calls allocate it).
+void* ab_workspace(size_t bytes) {
+  thread_local struct Buffer {
+    void* data = nullptr;
+    size_t bytes = 0;
+  } buffer;
+  if (buffer.bytes < bytes) {
+    if (buffer.data != nullptr) FKV_CUDA_CHECK(cudaFree(buffer.data));
+    FKV_CUDA_CHECK(cudaMalloc(&buffer.data, bytes));
+    buffer.bytes = bytes;
+  }
+  return buffer.data;
+}
+
+template <int kHeads>
+void launch_fast_scores_for(const IndexScoringArgs& args, cudaStream_t stream) {
   const int rows_per_cta = static_cast<int>(std::min<int64_t>(args.n, kFastRows));
-  constexpr int kShapeHeads = 32;  // the V4.1 indexer
   const size_t smem = fast_scores_smem(args.heads, rows_per_cta);
-  const auto kernel = args.heads == kShapeHeads ? fast_scores_kernel<kShapeHeads> : fast_scores_kernel<0>;
   static const bool configured = [] {
     const int limit = static_cast<int>(fast_scores_smem(kMaxFastHeads, kFastRows));
-    for (const auto k : {fast_scores_kernel<kShapeHeads>, fast_scores_kernel<0>})
+    for (const auto k : {fast_scores_kernel<kHeads, true>, fast_scores_kernel<kHeads, false>})
       FKV_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
     return true;
   }();
   (void)configured;
-  // Resident CTAs per SM, remembered per (rows, heads / 8) and thread: no occupancy query per call.
-  thread_local int resident[kFastRows + 1][kMaxFastHeads / 8 + 1] = {};
-  int& blocks_per_sm = resident[rows_per_cta][args.heads / 8];
-  if (blocks_per_sm == 0) {
-    FKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_per_sm, kernel, kFastThreads, smem));
-    blocks_per_sm = std::max(blocks_per_sm, 1);
-  }
+  // One CTA per SM (512 threads at 128 registers); the CTAs of a row group split its tiles among their
+  // pipelines.
   const int64_t row_groups = (args.n + rows_per_cta - 1) / rows_per_cta;
   const int64_t tiles = (args.key_count + kFastTileEntries - 1) / kFastTileEntries;
-  const int64_t per_group = std::max<int64_t>(1, blocks_per_sm * sm_count() / row_groups);
-  const dim3 grid(static_cast<unsigned>(std::min(tiles, per_group)), static_cast<unsigned>(row_groups));
-  FastArgs fast{
-      args.keys,   args.key_count, args.head_weights, args.n_visible,       args.n, args.heads, prepared,
-      args.scores, rows_per_cta,   args.queries,      args.force_exact_redo};
-  launch_after_previous(kernel, grid, kFastThreads, smem, stream, fast);
+  const int64_t per_group = std::max<int64_t>(1, sm_count() / row_groups);
+  const int64_t ctas = std::min((tiles + kPipelines - 1) / kPipelines, per_group);
+  const dim3 grid(static_cast<unsigned>(ctas), static_cast<unsigned>(row_groups));
+  FastArgs fast{args.keys,  args.key_count, args.queries, args.head_weights,     args.n_visible,   args.n,
+                args.heads, args.scores,    rows_per_cta, args.force_exact_redo, PreparedQueries{}};
+  if (!args.separate_preparation) {
+    fast_scores_kernel<kHeads, true><<<grid, kFastThreads, smem, stream>>>(fast);
+    FKV_CUDA_CHECK_LAUNCH();
+    return;
+  }
+  fast.prepared = prepared_in(ab_workspace(prepared_layout(args.n, args.heads).total), args.n, args.heads);
+  prepare_queries_kernel<<<static_cast<unsigned>(args.n), kPrepareThreads, 0, stream>>>(
+      args.queries, args.head_weights, args.heads, fast.prepared);
+  FKV_CUDA_CHECK_LAUNCH();
+  launch_after_previous(fast_scores_kernel<kHeads, false>, grid, kFastThreads, smem, stream, fast);
+}
+
+void launch_fast_scores(const IndexScoringArgs& args, cudaStream_t stream) {
+  constexpr int kShapeHeads = 32;  // the V4.1 indexer
+  if (args.heads == kShapeHeads) {
+    launch_fast_scores_for<kShapeHeads>(args, stream);
+  } else {
+    launch_fast_scores_for<0>(args, stream);
+  }
 }
 
 // ---- candidate pool -----------------------------------------------------------------------------------
@@ -1086,25 +1281,11 @@ void index_scores(const IndexScoringArgs& args, cudaStream_t stream) {
   if (args.n == 0 || args.key_count == 0) return;
   if (!args.queries || !args.head_weights || !args.keys || !args.n_visible || !args.scores)
     invalid(kFn, "null pointer");
-  if (!fast_path_applies(args)) {
+  if (fast_path_applies(args)) {
+    launch_fast_scores(args, stream);
+  } else {
     launch_exact_scores(args, stream);
-    return;
   }
-  const size_t needed = index_scores_workspace_bytes(args.n, args.heads);
-  if (args.workspace != nullptr) {
-    if (args.workspace_bytes < needed) invalid(kFn, "workspace too small");
-    launch_fast_scores(args, args.workspace, stream);
-    return;
-  }
-  void* workspace = nullptr;  // none given: a stream-ordered allocation for this call
-  FKV_CUDA_CHECK(cudaMallocAsync(&workspace, needed, stream));
-  launch_fast_scores(args, workspace, stream);
-  FKV_CUDA_CHECK(cudaFreeAsync(workspace, stream));
-}
-
-size_t index_scores_workspace_bytes(int64_t n, int heads) {
-  if (n <= 0 || heads <= 0) return 0;
-  return prepared_layout(n, heads).total;
 }
 
 size_t candidate_pool_workspace_bytes(int64_t rows, int64_t m, int64_t block_size, int64_t topk_blocks) {
