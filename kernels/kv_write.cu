@@ -679,11 +679,14 @@ __constant__ double kSinCosCoefficients[9] = {
 // an fp32 rounding midpoint (the low 29 bits of its significand, 2^28 at the midpoint) and in the normal
 // fp32 range (zero, fp32 subnormals and NaN are left open).
 constexpr uint32_t kCosSinMargin = 1024;
-__device__ bool fp32_rounding_decided(double v) {
-  const uint32_t high = static_cast<uint32_t>(__double2hiint(v)),
-                 low = static_cast<uint32_t>(__double2loint(v));
-  return ((high >> 20) & 0x7ffu) >= 1023u - 126u &&
-         (low & 0x1fffffffu) + kCosSinMargin - 0x10000000u > 2 * kCosSinMargin;
+// The two conditions as unsigned keys (decided iff midpoint key > 2·kCosSinMargin and exponent key >=
+// 1023 − 126), so that cos and sin combine by min without branches (round s5r0 profile: the
+// short-circuit tests were ~18 instructions and three branches per pair).
+__device__ uint32_t midpoint_key(double v) {
+  return (static_cast<uint32_t>(__double2loint(v)) & 0x1fffffffu) + kCosSinMargin - 0x10000000u;
+}
+__device__ uint32_t exponent_key(double v) {
+  return static_cast<uint32_t>(__double2hiint(v)) & 0x7ff00000u;
 }
 
 // cos and sin of a faithful angle (an fp32 product) rounded to fp32 as the reference's tables hold them
@@ -714,7 +717,10 @@ __device__ void faithful_cos_sin(float angle, const double2* table, double& c, d
   const double2 e = table[__double2loint(t) & 63];  // {sin, cos}(k·π/32)
   double sine = __dadd_rn(e.x, __fma_rn(e.x, cos_minus_1, __dmul_rn(e.y, sin_r)));
   double cosine = __dadd_rn(e.y, __fma_rn(e.y, cos_minus_1, -__dmul_rn(e.x, sin_r)));
-  if (!(fabs(a) < 0x1p25 && fp32_rounding_decided(sine) && fp32_rounding_decided(cosine))) {
+  const bool decided = (min(midpoint_key(sine), midpoint_key(cosine)) > 2 * kCosSinMargin) &
+                       (min(exponent_key(sine), exponent_key(cosine)) >= (1023u - 126u) << 20) &
+                       (fabsf(angle) < 0x1p25f);
+  if (!decided) {
     const double2 exact = cos_sin_libdevice(a);
     cosine = exact.x;
     sine = exact.y;
@@ -972,6 +978,20 @@ __device__ void pool_entry_chunk(const CompressorWriteArgs& a, int64_t t0, int d
 // ---- record encoders: this lane's 16 channels of one record
 // ------------------------------------------------
 
+// NaN-propagating max of |x| over the lane's channels as a tree (max.NaN is associative: the same value as
+// the host's running amax_update from 0, NaN payloads aside): depth 4 instead of a 16-long chain.
+__device__ float chunk_amax(const float (&x)[kChannels]) {
+  float m[kChannels / 2];
+#pragma unroll
+  for (int i = 0; i < kChannels / 2; ++i) m[i] = kv_fast::amax_combine(fabsf(x[2 * i]), fabsf(x[2 * i + 1]));
+#pragma unroll
+  for (int width = kChannels / 4; width > 0; width /= 2) {
+#pragma unroll
+    for (int i = 0; i < width; ++i) m[i] = kv_fast::amax_combine(m[i], m[i + width]);
+  }
+  return m[0];
+}
+
 // pow2_scale_code (fp8_block_scale_code, mxfp4_block_scale_code) for a block amax >= 0 or NaN and a floor
 // whose product with inv_max is a normal fp32 (both kinds): the E8M0 code of the smallest power of two >= y
 // is y's exponent field plus one when its mantissa is not zero, i.e. (bits + 0x7FFFFF) >> 23; that also
@@ -990,9 +1010,7 @@ __device__ float pow2_scale_inverse(uint32_t code) {
 // FP8 window row: 32-channel blocks span two lanes (the amax pairs up through a shuffle).
 __device__ void store_fp8_chunk(uint8_t* record, int dim, int lane_in_row, const float (&x)[kChannels],
                                 bool active) {
-  float amax = 0.0f;
-#pragma unroll
-  for (int i = 0; i < kChannels; ++i) amax = kv_fast::amax_update(amax, x[i]);
+  float amax = chunk_amax(x);
   amax = kv_fast::amax_combine(amax, __shfl_xor_sync(kFullMask, amax, 1));
   const uint32_t code = pow2_scale_code_fast(amax, nm::kFp8AmaxFloor, nm::kInvE4m3Max);
   uint32_t packed[4] = {0, 0, 0, 0};
@@ -1026,26 +1044,49 @@ __device__ void encode_fp4_chunk(const float (&x)[kChannels], float reciprocal, 
   }
 }
 
+// RN(1/s) for every E4M3 scale code s (the NaN code 0x7F: NaN), filled per CTA: the encoder needs the
+// reciprocal of its block's scale, and a correctly rounded division per row was ~40 instructions with a
+// slow-path branch (round s5r0 profile of the ratio-1 kernel).
+struct Nvfp4Reciprocals {
+  float of_code[128];
+};
+// Called by every thread of the CTA before its rows (the caller's barrier publishes it).
+__device__ void fill_nvfp4_reciprocals(Nvfp4Reciprocals& table) {
+  if (threadIdx.x < 128) {
+    table.of_code[threadIdx.x] = nm::div_rn(1.0f, nm::e4m3_to_float(static_cast<uint8_t>(threadIdx.x)));
+  }
+}
+
+// nvfp4_block_scale_code(amax) = e4m3_from_float(div_rn(max(amax, floor), 6)) without the generic
+// division and rounding: q = RN(a/6) by divide_by_scale (the quotient of a >= floor = 6·2^-9 by the E4M3
+// value 6 with RN(1/6) and one fma residual step is correctly rounded: no intermediate underflows;
+// +Inf and NaN give NaN); the hardware's satfinite E4M3 conversion is RNE and differs from
+// e4m3_from_float only past 448: q in (448, 464] rounds to 448 on both, q > 464 (and NaN) is the NaN code
+// 0x7F on the host. q > 0, so the sign bit is 0. Host check over every fp32 amax:
+// docs/perf-notes/kv-write.md.
+__device__ uint32_t nvfp4_scale_code_fast(float amax) {
+  const float a = kv_fast::amax_combine(amax, nm::kNvfp4AmaxFloor);
+  const float q = kv_fast::divide_by_scale(a, nm::kE2m1Max, nm::kInvE2m1Max);
+  const uint32_t code = __nv_cvt_float_to_fp8(q, __NV_SATFINITE, __NV_E4M3);
+  return q <= 464.0f ? code : 0x7fu;  // NaN fails the test
+}
+
 // NVFP4 entry: one 16-channel block per lane.
 __device__ void store_nvfp4_chunk(uint8_t* record, int dim, int lane_in_row, const float (&x)[kChannels],
-                                  bool active) {
-  float amax = 0.0f;
-#pragma unroll
-  for (int i = 0; i < kChannels; ++i) amax = kv_fast::amax_update(amax, x[i]);
-  const uint8_t code = nm::nvfp4_block_scale_code(amax);
+                                  bool active, const Nvfp4Reciprocals& reciprocals) {
+  const float amax = chunk_amax(x);
+  const uint32_t code = nvfp4_scale_code_fast(amax);
   uint32_t packed[2];
-  encode_fp4_chunk(x, nm::div_rn(1.0f, nm::e4m3_to_float(code)), packed);
+  encode_fp4_chunk(x, reciprocals.of_code[code], packed);
   if (!active) return;
   store_words<2>(record + lane_in_row * (kChannels / 2), packed);
-  record[dim / 2 + lane_in_row] = code;
+  record[dim / 2 + lane_in_row] = static_cast<uint8_t>(code);
 }
 
 // MXFP4 key: 32-channel blocks span two lanes.
 __device__ void store_mxfp4_chunk(uint8_t* record, int dim, int lane_in_row, const float (&x)[kChannels],
                                   bool active) {
-  float amax = 0.0f;
-#pragma unroll
-  for (int i = 0; i < kChannels; ++i) amax = kv_fast::amax_update(amax, x[i]);
+  float amax = chunk_amax(x);
   amax = kv_fast::amax_combine(amax, __shfl_xor_sync(kFullMask, amax, 1));
   const uint32_t code = pow2_scale_code_fast(amax, nm::kMxfp4AmaxFloor, nm::kInvE2m1Max);
   uint32_t packed[2];
@@ -1057,17 +1098,41 @@ __device__ void store_mxfp4_chunk(uint8_t* record, int dim, int lane_in_row, con
 
 enum class RecordKind { kWindow, kEntry, kKey };
 
+// record_address with the page division by a multiply-high: for 32-bit n and 2 <= d < 2^32, floor(n / d) =
+// floor(n · ceil(2^64 / d) / 2^64) (Lemire, Kaser, Kurz 2019, theorem 1 with F = 64 >= N + log2 d). The
+// 64-bit division record_address compiles to took ~36 instructions and a register-hungry branch per row
+// (round s5r0 profile). Rows past 2^32 or pages of one record take record_address itself.
+struct RecordPages {
+  RecordPagesView view;
+  uint64_t magic;  // ceil(2^64 / records_per_page); 0: no fast path
+  __device__ explicit RecordPages(const RecordPagesView& v)
+      : view(v),
+        magic(v.records_per_page >= 2 && v.records_per_page <= 0xffffffffll
+                  ? ~uint64_t{0} / static_cast<uint64_t>(v.records_per_page) + 1
+                  : 0) {}
+  __device__ uint8_t* address(int64_t j) const {
+    if (magic != 0 && static_cast<uint64_t>(j) <= 0xffffffffull) {
+      const auto n = static_cast<uint32_t>(j);
+      const auto page_index = static_cast<uint32_t>(__umul64hi(magic, n));
+      const uint32_t in_page = n - page_index * static_cast<uint32_t>(view.records_per_page);
+      const int64_t page = view.page_table[page_index];
+      return view.pool + (page * view.records_per_page + in_page) * view.record_bytes;
+    }
+    return record_address(view, j);
+  }
+};
+
 // The record of a finished row: the kind's quantizer (faithful) or fp32 channels (clean). All lanes call it
 // (the block amax shuffles); only `active` lanes store.
 template <RecordKind kKind, bool kFaithful>
 __device__ void store_record(uint8_t* record, int dim, int lane_in_row, const float (&x)[kChannels],
-                             bool active) {
+                             bool active, const Nvfp4Reciprocals* reciprocals = nullptr) {
   if constexpr (!kFaithful) {
     if (active) store_f32_chunk(reinterpret_cast<float*>(record) + lane_in_row * kChannels, x);
   } else if constexpr (kKind == RecordKind::kWindow) {
     store_fp8_chunk(record, dim, lane_in_row, x, active);
   } else if constexpr (kKind == RecordKind::kEntry) {
-    store_nvfp4_chunk(record, dim, lane_in_row, x, active);
+    store_nvfp4_chunk(record, dim, lane_in_row, x, active, *reciprocals);
   } else {
     store_mxfp4_chunk(record, dim, lane_in_row, x, active);
   }
@@ -1243,18 +1308,22 @@ __global__ void __launch_bounds__(kThreads, kMinCtas) window_write_kernel(Window
       });
 }
 
-template <int kDim, bool kFaithful, int kMinCtas>
+// kRatio is a template parameter: compiled together, the ratio-2 pooling's four fp32 inputs per lane shaped
+// the ratio-1 loop's register allocation (80 registers: 84 B of spill stores per row in the ratio-1 path).
+template <int kDim, bool kFaithful, int kMinCtas, int kRatio>
 __global__ void __launch_bounds__(kThreads, kMinCtas)
     compressor_write_kernel(CompressorWriteArgs a, int64_t first, int64_t count) {
   constexpr int kLanes = RowLanes<kDim>::kLanes;
   __shared__ RopeTables<kDim, kFaithful> tables;
-  __shared__ InputRing<kRingUnits<kDim>> ring;
-  load_rope_frequencies(a.rope, tables.freqs);
+  __shared__ Nvfp4Reciprocals reciprocals;
+  if constexpr (kFaithful) fill_nvfp4_reciprocals(reciprocals);
+  load_rope_frequencies(a.rope, tables.freqs);  // its barrier publishes the reciprocals too
   const bool weights_bounded =
       !kFaithful || lane_weights_bounded(a.norm_weight, RowLanes<kDim>().lane_in_row);
   const RopeLane<kFaithful> rope_lane = RowLanes<kDim>().rope_lane(tables, a.rope.rope_dim);
+  const RecordPages entry_pages(a.entries);
   // faithful pooled values are BF16-valued (the kernel rounds them)
-  const int significand_bits = a.ratio == 1 ? (a.v.type == RowType::kBf16 ? 8 : 24) : (kFaithful ? 8 : 24);
+  const int significand_bits = kRatio == 1 ? (a.v.type == RowType::kBf16 ? 8 : 24) : (kFaithful ? 8 : 24);
   // Entry first + index from its (pooled) latent x: RMSNorm, the latent out, RoPE, the NVFP4 record.
   const auto finish = [&](float(&x)[kChannels], const auto& reload, int64_t index, bool active,
                           const RowLanes<kDim>& lanes) {
@@ -1266,28 +1335,29 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
       const int64_t offset = (index * kDim + lanes.lane_in_row * kChannels) / 2;
       store_pairs(static_cast<ChannelPair<kFaithful>*>(a.latents) + offset, pairs);
     }
-    rope_chunk<kLanes, kFaithful>(pairs, entry * a.ratio, rope_lane);
+    rope_chunk<kLanes, kFaithful>(pairs, entry * kRatio, rope_lane);
     unpack_pairs(pairs, x);
-    store_record<RecordKind::kEntry, kFaithful>(record_address(a.entries, entry), kDim, lanes.lane_in_row, x,
-                                                active);
+    store_record<RecordKind::kEntry, kFaithful>(entry_pages.address(entry), kDim, lanes.lane_in_row, x,
+                                                active, &reciprocals);
   };
-  if (a.ratio == 1) {  // entry j is token j's row, j − start of the chunk
+  if constexpr (kRatio == 1) {  // entry j is token j's row, j − start of the chunk
+    __shared__ InputRing<kRingUnits<kDim>> ring;
     const size_t element_bytes = a.v.type == RowType::kBf16 ? 2 : 4;
     const DeviceRows rows{
         static_cast<const uint8_t*>(a.v.data) + static_cast<size_t>((first - a.start) * kDim) * element_bytes,
         a.v.type};
     for_each_input_row<kDim>(count, rows, ring, finish);
-    return;
-  }
-  for_each_row<kDim>(count, [&](int64_t index, bool active, const RowLanes<kDim>& lanes) {
-    float x[kChannels];
-    pool_entry_chunk<kFaithful>(a, 2 * (first + index) - a.start, kDim, lanes.lane_in_row, x);
-    const auto copy = [=](float(&again)[kChannels]) {  // the pooled values stay live
+  } else {
+    for_each_row<kDim>(count, [&](int64_t index, bool active, const RowLanes<kDim>& lanes) {
+      float x[kChannels];
+      pool_entry_chunk<kFaithful>(a, 2 * (first + index) - a.start, kDim, lanes.lane_in_row, x);
+      const auto copy = [=](float(&again)[kChannels]) {  // the pooled values stay live
 #pragma unroll
-      for (int i = 0; i < kChannels; ++i) again[i] = x[i];
-    };
-    finish(x, copy, index, active, lanes);
-  });
+        for (int i = 0; i < kChannels; ++i) again[i] = x[i];
+      };
+      finish(x, copy, index, active, lanes);
+    });
+  }
 }
 
 template <int kDim, bool kFaithful, int kMinCtas>
@@ -1300,6 +1370,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtas) index_key_write_kernel(Ind
       !kFaithful || lane_weights_bounded(a.norm_weight, RowLanes<kDim>().lane_in_row);
   const RopeLane<kFaithful> rope_lane = RowLanes<kDim>().rope_lane(tables, a.rope.rope_dim);
   const int significand_bits = a.keys.type == RowType::kBf16 ? 8 : 24;
+  const RecordPages key_pages(a.records);
   for_each_input_row<kDim>(
       a.count, a.keys, ring,
       [&](float(&x)[kChannels], const auto& reload, int64_t index, bool active, const RowLanes<kDim>& lanes) {
@@ -1309,8 +1380,8 @@ __global__ void __launch_bounds__(kThreads, kMinCtas) index_key_write_kernel(Ind
                                           lanes.lane_in_row, lanes.first_lane, significand_bits, pairs);
         rope_chunk<kLanes, kFaithful>(pairs, entry * a.ratio, rope_lane);
         unpack_pairs(pairs, x);
-        store_record<RecordKind::kKey, kFaithful>(record_address(a.records, entry), kDim, lanes.lane_in_row,
-                                                  x, active);
+        store_record<RecordKind::kKey, kFaithful>(key_pages.address(entry), kDim, lanes.lane_in_row, x,
+                                                  active);
       });
 }
 
@@ -1402,15 +1473,15 @@ struct WindowKernels {
 template <int kDim, bool kFaithful>
 struct CompressorKernels {
   static auto get() {
-    return uncapped_registers() ? compressor_write_kernel<kDim, kFaithful, 1>
-                                : compressor_write_kernel<kDim, kFaithful, kCompressorCtasPerSm>;
+    return uncapped_registers() ? compressor_write_kernel<kDim, kFaithful, 1, 1>
+                                : compressor_write_kernel<kDim, kFaithful, kCompressorCtasPerSm, 1>;
   }
 };
 // Ratio 2 holds four fp32 inputs per lane: its 80-register build spilled and ran slower than the compiler's
 // own allocation (2 CTAs per SM; GPU round 2 at 256K tokens: 60.7% vs 65.5% of copy).
 template <int kDim, bool kFaithful>
 struct PoolingCompressorKernels {
-  static auto get() { return compressor_write_kernel<kDim, kFaithful, 1>; }
+  static auto get() { return compressor_write_kernel<kDim, kFaithful, 1, 2>; }
 };
 template <int kDim, bool kFaithful>
 struct KeyKernels {
