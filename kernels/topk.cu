@@ -321,8 +321,8 @@ __device__ inline uint32_t sample_rank(int64_t k, int64_t samples, int64_t n) {
   const int64_t rank = (2 * k * samples + n - 1) / n;
   return static_cast<uint32_t>(min(max(rank, int64_t{16}), int64_t{0x7FFFFFFF}));
 }
-// By warp 0: the smallest bucket whose cumulative count reaches `rank`, or kEveryBucket when the histogram
-// holds fewer entries.
+// By one warp (each warp that calls it gets the same): the smallest bucket whose cumulative count reaches
+// `rank`, or kEveryBucket when the histogram holds fewer entries.
 __device__ uint32_t rank_bucket(const uint32_t* hist, uint32_t rank) {
   static_assert(kDistanceBuckets == 32 * 8);
   const unsigned lane = threadIdx.x & 31u;
@@ -626,14 +626,13 @@ constexpr int kShortWarps = kShortThreads / 32;
 // guess from min(n, 1024) evenly spread entries, candidates gathered into dynamic shared memory (n keys,
 // then n indices), a failed guess retaken with every valid entry.
 template <typename T, int V>
-__global__ void __launch_bounds__(kShortThreads)
+__global__ void __launch_bounds__(kShortThreads, 1)
     top_k_short_kernel(const T* scores, int64_t n, int64_t k, int32_t* out) {
   extern __shared__ uint32_t candidate_keys[];
   int32_t* candidate_indices = reinterpret_cast<int32_t*>(candidate_keys + n);
   __shared__ uint32_t sample_hist[kDistanceBuckets];
   __shared__ uint32_t select_hist[kBins];
   __shared__ uint32_t warp_counts[2][kShortWarps];
-  __shared__ uint32_t shared_lower;
   TOPK_PHASE(0);
   const int64_t row = blockIdx.x;
   const T* data = scores + row * n;
@@ -653,15 +652,11 @@ __global__ void __launch_bounds__(kShortThreads)
   TOPK_PHASE(1);
   if (valid_key(sample)) atomicAdd(&sample_hist[distance_bucket(max_key - sample)], 1u);
   __syncthreads();
-  if (warp == 0) {
-    const uint32_t bucket = rank_bucket(sample_hist, sample_rank(k, samples, n));
-    if (lane == 0) shared_lower = lower_key(max_key, bucket);
-  }
-  __syncthreads();
+  // Every warp reads the histogram itself (no second barrier to hand one warp's result to the others).
+  uint32_t lower = lower_key(max_key, rank_bucket(sample_hist, sample_rank(k, samples, n)));
   TOPK_PHASE(2);
   // Flags by float comparisons, counts scanned per warp; a failed guess (fewer than k flagged, not every
   // valid entry) is retaken with every valid entry, in the other count buffer.
-  uint32_t lower = shared_lower;
   TileFlags f;
   uint32_t total = 0;
   int attempt = 0;
@@ -726,7 +721,7 @@ __device__ inline void load_sample(const T* data, int64_t n, RowSample<T, kThrea
 }
 
 // L for a row of n entries from its sample (same entries, same arithmetic in every CTA: the same L), by
-// kThreads threads; the result is in the threads of warp 0. Uses block_max (once per kernel).
+// kThreads threads; every thread gets it (each warp reads the histogram). Uses block_max (once per kernel).
 template <typename T, int kThreads>
 __device__ uint32_t sampled_lower_key(const RowSample<T, kThreads>& sample, int64_t n, int64_t k) {
   constexpr int kPerThread = static_cast<int>(kSamples / kThreads);
@@ -745,9 +740,7 @@ __device__ uint32_t sampled_lower_key(const RowSample<T, kThreads>& sample, int6
     if (valid_key(keys[i])) atomicAdd(&hist[distance_bucket(max_key - keys[i])], 1u);
   }
   __syncthreads();
-  uint32_t lower = 0;
-  if (threadIdx.x < 32) lower = lower_key(max_key, rank_bucket(hist, sample_rank(k, kSamples, n)));
-  return lower;
+  return lower_key(max_key, rank_bucket(hist, sample_rank(k, kSamples, n)));
 }
 
 // Row blockIdx.x: L into lower[row], once per row for rows whose filter CTAs take several tiles (there the
@@ -795,7 +788,6 @@ template <typename T, int V, bool kOwnSample>
 __global__ void __launch_bounds__(kFilterThreads, 2)
     top_k_filter_kernel(const T* scores, int64_t n, int64_t k, int64_t chunk, FilterWorkspace ws) {
   __shared__ uint32_t warp_counts[2][kFilterWarps];
-  __shared__ uint32_t shared_lower;
   TOPK_PHASE(10);
   // The merge kernel may start now (programmatic dependent launch): its launch latency hides behind this
   // grid, and it waits for this grid's completion and memory before reading anything.
@@ -815,13 +807,8 @@ __global__ void __launch_bounds__(kFilterThreads, 2)
     RowSample<T, kFilterThreads> sample;
     load_sample<T, kFilterThreads>(data, n, sample);
     load_tile<T, kN, V, kFilterThreads>(data, begin, end, raw);
-    const uint32_t l = sampled_lower_key<T, kFilterThreads>(sample, n, k);
-    if (threadIdx.x == 0) {
-      shared_lower = l;
-      if (blockIdx.x == 0) ws.lower[row] = l;
-    }
-    __syncthreads();
-    lower = shared_lower;
+    lower = sampled_lower_key<T, kFilterThreads>(sample, n, k);
+    if (threadIdx.x == 0 && blockIdx.x == 0) ws.lower[row] = lower;
   } else {
     load_tile<T, kN, V, kFilterThreads>(data, begin, end, raw);
     asm volatile("griddepcontrol.wait;" ::: "memory");  // the sample grid has completed: L is in ws.lower
