@@ -1322,6 +1322,51 @@ __device__ inline void tile_probabilities(const float (&s)[16], float scale2, On
   }
 }
 
+// S of the tile (this warpgroup's channel half of all 64 keys, in acc) -> P of all 64 keys as P·V's A
+// fragments (pa), keys [key0, key0 + 64) with those at or past `total` weighted 0.
+template <typename Barrier>
+__device__ inline void tile_softmax(const float (&acc)[32], OnlineExchange& x, int key0, int total, float scale2,
+                                    OnlineRows& rows, float (&o)[128], uint32_t (&pa)[4][4]) {
+  const int group = static_cast<int>(threadIdx.x) / 128;
+  const int c = static_cast<int>(threadIdx.x) % 4;
+  float part[16];
+  exchange_keys<Barrier>(acc, x, part);
+  if (key0 + kTileKeys > total) {  // keys past the row's end: u = −∞, p = 0
+#pragma unroll
+    for (int k = 0; k < 16; ++k) {
+      if (key0 + 32 * group + 8 * (k / 4) + 2 * c + k % 2 >= total) part[k] = -INFINITY;
+    }
+  }
+  tile_probabilities<Barrier>(part, scale2, rows, x, o, pa);
+}
+
+// out = O / (l + 2^(sink − m)) in place: the quad's four shares of l added, then the two warpgroups' through
+// x.rows (both get the same sum: a + b == b + a). The caller has ordered the last reads of x.rows.
+template <typename Barrier>
+__device__ inline void normalise_output(OnlineRows& rows, OnlineExchange& x, const float* sinks2, float (&o)[128]) {
+  const int group = static_cast<int>(threadIdx.x) / 128;
+  const int i = static_cast<int>(threadIdx.x) % 128;
+  const int head0 = 16 * (i / 32);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    rows.sum[r] += __shfl_xor_sync(0xffffffffu, rows.sum[r], 1);
+    rows.sum[r] += __shfl_xor_sync(0xffffffffu, rows.sum[r], 2);
+  }
+  x.rows[group][i] = make_float2(rows.sum[0], rows.sum[1]);
+  Barrier::sync();
+  const float2 theirs = x.rows[1 - group][i];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const float sum = rows.sum[r] + (r == 0 ? theirs.x : theirs.y);
+    const float inverse = 1.0f / (sum + exp2_approx(sinks2[head0 + i % 32 / 4 + 8 * r] - rows.max[r]));
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+      o[4 * j + 2 * r] *= inverse;
+      o[4 * j + 2 * r + 1] *= inverse;
+    }
+  }
+}
+
 __global__ void __launch_bounds__(kThreads, 1)
     online_attention_kernel(SparseAttentionArgs args, int key_stride, float scale2) {
   constexpr float kLog2e = 1.4426950408889634f;
@@ -1389,17 +1434,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     tile_mark(s, tile, 11);
     wait_wgmma(acc);
     tile_mark(s, tile, 12);
-    float part[16];
-    exchange_keys<CtaBarrier>(acc, exchange, part);
-    if ((tile + 1) * kTileKeys > src.total) {  // keys past the row's end: u = −∞, p = 0
-#pragma unroll
-      for (int k = 0; k < 16; ++k) {
-        const int t = tile * kTileKeys + 32 * group + 8 * (k / 4) + 2 * (lane % 4) + k % 2;
-        if (t >= src.total) part[k] = -INFINITY;
-      }
-    }
     uint32_t pa[4][4];
-    tile_probabilities<CtaBarrier>(part, scale2, rows, exchange, o, pa);
+    tile_softmax<CtaBarrier>(acc, exchange, tile * kTileKeys, src.total, scale2, rows, o, pa);
     issue_pv_fragments<4>(o, pa, current, kSlabBytes);
     tile_mark(s, tile, 13);
     // the first half's records of tile t + 2 only now: in flight during the softmax they cost spills
@@ -1412,26 +1448,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     __syncthreads();  // tile t + 1 decoded; P·V of tile t done (its buffer takes tile t + 2); exchange free
   }
   profile_point(args.profile, 3);
-  // out = O / (l + 2^(sink − m)): the quad's four shares of l added, then the two warpgroups' (both get the
-  // same sum: a + b == b + a)
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    rows.sum[r] += __shfl_xor_sync(0xffffffffu, rows.sum[r], 1);
-    rows.sum[r] += __shfl_xor_sync(0xffffffffu, rows.sum[r], 2);
-  }
-  exchange.rows[group][threadIdx.x % 128] = make_float2(rows.sum[0], rows.sum[1]);
-  __syncthreads();
-  const float2 theirs = exchange.rows[1 - group][threadIdx.x % 128];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const float sum = rows.sum[r] + (r == 0 ? theirs.x : theirs.y);
-    const float inverse = 1.0f / (sum + exp2_approx(sinks2[head0 + lane / 4 + 8 * r] - rows.max[r]));
-#pragma unroll
-    for (int j = 0; j < 32; ++j) {
-      o[4 * j + 2 * r] *= inverse;
-      o[4 * j + 2 * r + 1] *= inverse;
-    }
-  }
+  normalise_output<CtaBarrier>(rows, exchange, sinks2, o);  // (the loop ended with a CTA barrier)
   uint16_t* out_row = args.out + row * kHeads * kDim;
   if (aligned16(out_row)) {  // (the buffers are free: the loop ended with a CTA barrier)
     stage_output(o, head0, 256 * group, buffers);
@@ -1564,17 +1581,8 @@ __device__ void ws_consumer(const Layout& s, const KeySource& src, int tiles, fl
     issue_qk_shared<16>(acc, q_base, current, 256 * group);
     wait_wgmma(acc);
     tile_mark(s, tile, 12);
-    float part[16];
-    exchange_keys<ConsumerBarrier>(acc, exchange, part);
-    if ((tile + 1) * kTileKeys > src.total) {  // keys past the row's end: u = −∞, p = 0
-#pragma unroll
-      for (int k = 0; k < 16; ++k) {
-        const int t = tile * kTileKeys + 32 * group + 8 * (k / 4) + 2 * (lane % 4) + k % 2;
-        if (t >= src.total) part[k] = -INFINITY;
-      }
-    }
     uint32_t pa[4][4];
-    tile_probabilities<ConsumerBarrier>(part, scale2, rows, exchange, o, pa);
+    tile_softmax<ConsumerBarrier>(acc, exchange, tile * kTileKeys, src.total, scale2, rows, o, pa);
     issue_pv_fragments<4>(o, pa, current, kSlabBytes);
     tile_mark(s, tile, 13);
     wait_wgmma(o);
@@ -1584,25 +1592,8 @@ __device__ void ws_consumer(const Layout& s, const KeySource& src, int tiles, fl
     // barrier of this tile, which both passed)
   }
   profile_point(s.profile, 3);
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    rows.sum[r] += __shfl_xor_sync(0xffffffffu, rows.sum[r], 1);
-    rows.sum[r] += __shfl_xor_sync(0xffffffffu, rows.sum[r], 2);
-  }
   ConsumerBarrier::sync();  // the last tile's exchanges read by both; its P·V done by both
-  exchange.rows[group][threadIdx.x % 128] = make_float2(rows.sum[0], rows.sum[1]);
-  ConsumerBarrier::sync();
-  const float2 theirs = exchange.rows[1 - group][threadIdx.x % 128];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const float sum = rows.sum[r] + (r == 0 ? theirs.x : theirs.y);
-    const float inverse = 1.0f / (sum + exp2_approx(sinks2[head0 + lane / 4 + 8 * r] - rows.max[r]));
-#pragma unroll
-    for (int j = 0; j < 32; ++j) {
-      o[4 * j + 2 * r] *= inverse;
-      o[4 * j + 2 * r + 1] *= inverse;
-    }
-  }
+  normalise_output<ConsumerBarrier>(rows, exchange, sinks2, o);
   if (aligned16(out_row)) {
     uint8_t* staging = buffers + ((tiles + 1) & 1) * kTileBytes;  // the last tile's (or, none: buffer 1)
     stage_output(o, head0, 256 * group, staging);
