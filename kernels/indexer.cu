@@ -190,6 +190,13 @@ __device__ inline int fragment_word(int head, int c) {
   return ((j * 4 + k) * 32 + slot_lane) * 2 + (c & 1);
 }
 
+// The four int8 values of `word` times 2^shift (each stays an int8: |v|·2^shift <= 96), and their sum.
+__device__ inline uint32_t shifted_values(uint32_t word, int shift, int& sum) {
+  sum = __dp4a(static_cast<int>(word), 0x01010101, 0) * (1 << shift);
+  // Shifting the packed word moves each byte's top bits into the next byte's low bits; those are cleared.
+  return (word << shift) & (0x01010101u * ((0xFFu << shift) & 0xFFu));
+}
+
 // Preparation (prepare_queries below): warp w of the CTA codes heads w, w + 16, .. of its rows, each lane
 // four channels (lanes 8b..8b+7 hold scale block b). A row whose heads each span at most kNarrowSpan
 // binades over their four blocks is "narrow": its values are stored shifted to the head's smallest block
@@ -225,16 +232,23 @@ constexpr int kMaxTermSpread = 17;
 
 // Per head, in registers of its warp (every lane holds the head-level values).
 struct PreparedHead {
-  int8_t doubled[4];  // 2·E2M1 value of the lane's channels
-  int code;           // E8M0 code of the lane's block
-  int low, high;      // smallest and largest block code of the head
+  uint32_t doubled;  // 2·E2M1 values of the lane's channels, int8 each (channel order)
+  int code;          // E8M0 code of the lane's block
+  int low, high;     // smallest and largest block code of the head
 };
+
+__device__ inline uint32_t byte_perm(uint32_t lo, uint32_t hi, uint32_t selector) {
+  uint32_t r;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(lo), "r"(hi), "r"(selector));
+  return r;
+}
 
 // |y| in {0, 1, 2, 3, 4, 6, 8, 12}: y is a doubled E2M1 value (by its bits: 0 and 1 exactly; 2 .. 12 with
 // exponents 1..3 and at most the leading mantissa bit).
 __device__ inline bool is_doubled_e2m1(float y) {
   const uint32_t m = __float_as_uint(y) & 0x7FFFFFFFu;
-  return m == 0u || m == 0x3F800000u || (m >= 0x40000000u && m <= 0x41400000u && (m & 0x3FFFFFu) == 0u);
+  // Bitwise operators: no branches.
+  return (m == 0u) | (m == 0x3F800000u) | ((m - 0x40000000u <= 0x01400000u) & ((m & 0x3FFFFFu) == 0u));
 }
 
 // Codes head `head` of row `row` from the lane's four channels x; returns whether the head is exactly
@@ -256,12 +270,17 @@ __device__ inline bool code_head(float4 x, PreparedHead& h) {
   const uint8_t code = nm::mxfp4_block_scale_code(amax);
   bool exact = code >= 3 && code != 0xFF;
   const float unit = __uint_as_float((255u - min(max(static_cast<uint32_t>(code), 3u), 254u)) << 23);
+  uint32_t biased[4];
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
     const float y = __fmul_rn(v[k], unit);
-    exact = exact && is_doubled_e2m1(y) && (y != 0.0f || v[k] == 0.0f);
-    h.doubled[k] = static_cast<int8_t>(__float2int_rz(y));  // used only when exact
+    exact = exact & is_doubled_e2m1(y) & ((y != 0.0f) | (v[k] == 0.0f));
+    // y + 1.5·2^23 holds the integer y in its low bits (two's complement in the low byte); exact only when
+    // y is an integer of magnitude < 2^22, i.e. used only when the head is exact.
+    biased[k] = __float_as_uint(__fadd_rn(y, 0x1.8p23f));
   }
+  h.doubled =
+      byte_perm(byte_perm(biased[0], biased[1], 0x0040u), byte_perm(biased[2], biased[3], 0x0040u), 0x5410u);
   h.code = code;
   h.low = h.high = code;
 #pragma unroll
@@ -270,12 +289,6 @@ __device__ inline bool code_head(float4 x, PreparedHead& h) {
     h.high = max(h.high, __shfl_xor_sync(0xFFFFFFFFu, h.high, offset));
   }
   return __all_sync(0xFFFFFFFFu, exact);
-}
-
-__device__ inline uint32_t byte_perm(uint32_t lo, uint32_t hi, uint32_t selector) {
-  uint32_t r;
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(lo), "r"(hi), "r"(selector));
-  return r;
 }
 
 __device__ inline void mma_u8s8(int (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
@@ -368,8 +381,6 @@ void launch_after_previous(void (*kernel)(Params...), dim3 grid, unsigned thread
 
 // Per query row, after preparation.
 struct PreparedQueries {
-  int8_t* values;   // [n, heads, 128]: 2·E2M1 value (integer), channel order
-  int8_t* negated;  // the same, negated
   float* scales;    // [n, heads, 4]: 2^(e − 127 − 2)
   int* fast;        // [n]: 1 when the row is MXFP4-exact with normal-range scales
   int* span;        // [n]: max over heads of the block exponent spread
@@ -431,19 +442,8 @@ __global__ void __launch_bounds__(kPrepareThreads)
   for (int i = 0; i < kHeadsPerPrepareWarp; ++i) {
     const int head = warp + i * kPrepareWarps;
     if (head >= heads) break;
-    const int shift = narrow ? h[i].code - h[i].low : 0;
-    uint32_t values = 0, negated = 0;
     int sum = 0;
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const int value = h[i].doubled[k] * (1 << shift);
-      sum += value;
-      values |= static_cast<uint32_t>(static_cast<uint8_t>(value)) << (8 * k);
-      negated |= static_cast<uint32_t>(static_cast<uint8_t>(-value)) << (8 * k);
-    }
-    const int64_t at = (row * heads + head) * kFastDim + 4 * lane;
-    *reinterpret_cast<uint32_t*>(out.values + at) = values;
-    *reinterpret_cast<uint32_t*>(out.negated + at) = negated;
+    const uint32_t values = shifted_values(h[i].doubled, narrow ? h[i].code - h[i].low : 0, sum);
     out.frags[row * heads * (kFastDim / 4) + fragment_word(head, lane)] = values;
     // Lanes 0..3 write the scales of blocks 0..3 (block b's code is on lane 8b).
     const int block_code = __shfl_sync(0xFFFFFFFFu, h[i].code, 8 * (lane & 3));
@@ -504,10 +504,8 @@ struct QuerySlots {
 
 // Per-head results of the preparation's first phase and the rows' narrow-term constraints.
 struct PrepareShared {
-  uint8_t code[kFastRows][kMaxFastHeads][kFastBlocks];  // E8M0 code per block
-  uint8_t low[kFastRows][kMaxFastHeads];                // smallest block code
-  uint8_t span[kFastRows][kMaxFastHeads];               // largest minus smallest block code
-  uint8_t exact[kFastRows][kMaxFastHeads];              // MXFP4-exact with normal-range scales
+  uint32_t codes[kFastRows][kMaxFastHeads];  // E8M0 code of block b in byte b
+  uint32_t info[kFastRows][kMaxFastHeads];   // smallest block code | spread << 8 | exact << 16
   int key_lo[kFastRows], key_hi[kFastRows], spread_lo[kFastRows], spread_hi[kFastRows], usable[kFastRows];
 };
 
@@ -517,14 +515,12 @@ struct RowCoding {
   int span;
 };
 __device__ inline RowCoding row_coding(const PrepareShared& p, int r, int heads, int lane) {
-  bool exact = true;
-  int span = 0;
+  uint32_t exact = 1, span = 0;
   for (int h = lane; h < heads; h += 32) {
-    exact = exact && p.exact[r][h] != 0;
-    span = max(span, static_cast<int>(p.span[r][h]));
+    exact &= p.info[r][h] >> 16;
+    span = max(span, (p.info[r][h] >> 8) & 0xFFu);
   }
-  return {__all_sync(0xFFFFFFFFu, exact) != 0,
-          static_cast<int>(__reduce_max_sync(0xFFFFFFFFu, static_cast<unsigned>(span)))};
+  return {__all_sync(0xFFFFFFFFu, exact) != 0, static_cast<int>(__reduce_max_sync(0xFFFFFFFFu, span))};
 }
 
 constexpr int kPrepareBatch = 8;  // heads per warp whose loads are issued together (one latency)
@@ -534,6 +530,7 @@ constexpr int kPrepareBatch = 8;  // heads per warp whose loads are issued toget
 __device__ inline void code_query_heads(const FastArgs& a, int64_t row0, int rows, int heads, QuerySlots q,
                                         PrepareShared& p) {
   const int lane = threadIdx.x & 31, warp = static_cast<int>(threadIdx.x >> 5), items = rows * heads;
+  const int lane_word = fragment_word(0, lane);  // fragment_word(head, lane) = this + fragment_word(head, 0)
   for (int base = warp; base < items; base += kFastWarps * kPrepareBatch) {
     float4 x[kPrepareBatch];
 #pragma unroll
@@ -550,17 +547,12 @@ __device__ inline void code_query_heads(const FastArgs& a, int64_t row0, int row
       const int r = item / heads, head = item - r * heads;
       PreparedHead h;
       const bool exact = code_head(x[i], h);
-      uint32_t values = 0;
-#pragma unroll
-      for (int k = 0; k < 4; ++k)
-        values |= static_cast<uint32_t>(static_cast<uint8_t>(h.doubled[k])) << (8 * k);
-      q.frags[r * heads * (kFastDim / 4) + fragment_word(head, lane)] = values;
-      if ((lane & 7) == 0) p.code[r][head][lane >> 3] = static_cast<uint8_t>(h.code);
-      if (lane == 0) {
-        p.low[r][head] = static_cast<uint8_t>(h.low);
-        p.span[r][head] = static_cast<uint8_t>(h.high - h.low);
-        p.exact[r][head] = exact ? 1 : 0;
-      }
+      q.frags[r * heads * (kFastDim / 4) + fragment_word(head, 0) + lane_word] = h.doubled;
+      if ((lane & 7) == 0)
+        reinterpret_cast<uint8_t*>(&p.codes[r][head])[lane >> 3] = static_cast<uint8_t>(h.code);
+      if (lane == 0)
+        p.info[r][head] = static_cast<uint32_t>(h.low) | static_cast<uint32_t>(h.high - h.low) << 8 |
+                          (exact ? 1u : 0u) << 16;
     }
   }
 }
@@ -575,25 +567,18 @@ __device__ inline void code_query_heads(const FastArgs& a, int64_t row0, int row
 // rows the head's narrow-term constants and its part of the row's key range.
 __device__ inline void finish_query_heads(int rows, int heads, QuerySlots q, PrepareShared& p) {
   const int lane = threadIdx.x & 31, warp = static_cast<int>(threadIdx.x >> 5);
+  const int lane_word = fragment_word(0, lane);
   for (int item = warp; item < rows * heads; item += kFastWarps) {
     const int r = item / heads, head = item - r * heads;
     const RowCoding row = row_coding(p, r, heads, lane);
     const bool narrow = row.span <= kNarrowSpan;
-    const int low = p.low[r][head];
-    const int shift = narrow ? p.code[r][head][lane >> 3] - low : 0;
-    uint32_t& slot = q.frags[r * heads * (kFastDim / 4) + fragment_word(head, lane)];
-    const uint32_t unshifted = slot;
-    uint32_t values = 0;
+    const int low = static_cast<int>(p.info[r][head] & 0xFFu);
+    const auto* codes = reinterpret_cast<const uint8_t*>(&p.codes[r][head]);
+    uint32_t& slot = q.frags[r * heads * (kFastDim / 4) + fragment_word(head, 0) + lane_word];
     int sum = 0;
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {
-      const int value = static_cast<int8_t>(unshifted >> (8 * k)) * (1 << shift);
-      sum += value;
-      values |= static_cast<uint32_t>(static_cast<uint8_t>(value)) << (8 * k);
-    }
-    slot = values;
+    slot = shifted_values(slot, narrow ? codes[lane >> 3] - low : 0, sum);
     if (lane < kFastBlocks) {
-      const int e = narrow ? low : p.code[r][head][lane];
+      const int e = narrow ? low : codes[lane];
       q.scales[(r * heads + head) * kFastBlocks + lane] =
           row.exact ? __uint_as_float(static_cast<uint32_t>(e - 2) << 23) : 0.0f;
     }
@@ -603,7 +588,9 @@ __device__ inline void finish_query_heads(int rows, int heads, QuerySlots q, Pre
     const float w = q.weights[r * heads + head];
     int* starts = reinterpret_cast<int*>(q.starts) + (r * heads / 2 + head / 2) * 4 + (head & 1);
     starts[0] = starts[2] = kAccBias - kKeyOffset * sum;
-    reinterpret_cast<float*>(q.ws)[r * heads + head] = ldexpf(w, low - 127);
+    // w·2^(low − 127) (= ldexpf: one rounding; low is in [3, 254] for an exact head).
+    reinterpret_cast<float*>(q.ws)[r * heads + head] =
+        __fmul_rn(w, __uint_as_float(static_cast<uint32_t>(low) << 23));
     if (!isfinite(w)) {
       atomicAnd(&p.usable[r], 0);
     } else if (w != 0.0f) {
@@ -1128,16 +1115,13 @@ bool fast_path_applies(const IndexScoringArgs& args) {
 
 // A/B: the separate preparation's workspace layout.
 struct PreparedLayout {
-  size_t values = 0, negated = 0, scales = 0, fast = 0, span = 0, terms = 0, key_range = 0, frags = 0,
-         total = 0;
+  size_t scales = 0, fast = 0, span = 0, terms = 0, key_range = 0, frags = 0, total = 0;
 };
 
 PreparedLayout prepared_layout(int64_t n, int heads) {
   const auto round = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
   const size_t values = static_cast<size_t>(n) * heads * kFastDim;
   PreparedLayout l;
-  l.negated = round(values);
-  l.scales = l.negated + round(values);
   l.fast = l.scales + round(static_cast<size_t>(n) * heads * kFastBlocks * sizeof(float));
   l.span = l.fast + round(static_cast<size_t>(n) * sizeof(int));
   l.terms = l.span + round(static_cast<size_t>(n) * sizeof(int));
@@ -1150,8 +1134,7 @@ PreparedLayout prepared_layout(int64_t n, int heads) {
 PreparedQueries prepared_in(void* workspace, int64_t n, int heads) {
   const PreparedLayout l = prepared_layout(n, heads);
   auto* p = static_cast<uint8_t*>(workspace);
-  return {reinterpret_cast<int8_t*>(p + l.values),  reinterpret_cast<int8_t*>(p + l.negated),
-          reinterpret_cast<float*>(p + l.scales),   reinterpret_cast<int*>(p + l.fast),
+  return {reinterpret_cast<float*>(p + l.scales),   reinterpret_cast<int*>(p + l.fast),
           reinterpret_cast<int*>(p + l.span),       reinterpret_cast<int2*>(p + l.terms),
           reinterpret_cast<int2*>(p + l.key_range), reinterpret_cast<uint32_t*>(p + l.frags)};
 }
