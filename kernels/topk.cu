@@ -165,7 +165,6 @@ __device__ void choose_digit(const uint32_t* hist, uint32_t need, uint32_t* digi
 
 constexpr int kRowThreads = 512;
 constexpr int kRowItems = 8;
-constexpr int kRowTile = kRowThreads * kRowItems;
 constexpr int64_t kMaxCachedKeys = 48 * 1024;  // 192 KB of keys in shared memory
 
 // Digit p covers bits [shift, shift + width) of the key: 31..21, 20..10, 9..0.
@@ -237,41 +236,41 @@ __device__ void compact_tile(KeyAt key_at, int64_t base, int64_t end, uint32_t t
   __syncthreads();  // tile_total and the scan storage are reused by the next tile
 }
 
-// The top k of data[0, len) into row_out[0, k), by kRowThreads threads: radix passes over every entry
+// The top k of data[0, len) into row_out[0, k), by kThreads threads: radix passes over every entry
 // (keys cached in shared memory when `cache` is non-null, else read from global memory each pass).
-template <typename T>
+template <typename T, int kThreads>
 __device__ void select_row_radix(const T* data, int64_t len, int64_t k, int32_t* row_out, uint32_t* cache) {
   __shared__ uint32_t hist[kBins];
   if (cache != nullptr) {
-    for (int64_t i = threadIdx.x; i < len; i += kRowThreads) cache[i] = order_key(data[i]);
+    for (int64_t i = threadIdx.x; i < len; i += kThreads) cache[i] = order_key(data[i]);
   }
   const auto key_at = [&](int64_t i) { return cache != nullptr ? cache[i] : order_key(data[i]); };
   uint32_t prefix = 0;
   uint32_t need = static_cast<uint32_t>(min(k, len));
   for (int pass = 0; pass < passes_for<T>(); ++pass) {
-    for (int b = threadIdx.x; b < kBins; b += kRowThreads) hist[b] = 0;
+    for (int b = threadIdx.x; b < kBins; b += kThreads) hist[b] = 0;
     __syncthreads();
     const uint32_t mask = chosen_mask(pass);
-    for (int64_t i = threadIdx.x; i < len; i += kRowThreads) {
+    for (int64_t i = threadIdx.x; i < len; i += kThreads) {
       const uint32_t key = key_at(i);
       if ((key & mask) == prefix) atomicAdd(&hist[digit_of(key, pass)], 1u);
     }
     __syncthreads();
     uint32_t digit = 0, remaining = 0;
     bool whole = false;
-    choose_digit<kRowThreads>(hist, need, &digit, &remaining, &whole);
+    choose_digit<kThreads>(hist, need, &digit, &remaining, &whole);
     prefix |= digit << digit_shift(pass);
     need = whole ? 0xFFFFFFFFu : remaining;
     if (whole) break;  // the same in every thread
     __syncthreads();   // hist and choose_digit's results are rewritten by the next pass
   }
-  for (int64_t i = threadIdx.x; i < k; i += kRowThreads) row_out[i] = -1;
+  for (int64_t i = threadIdx.x; i < k; i += kThreads) row_out[i] = -1;
   __syncthreads();
   const auto emit = [&](uint32_t slot, int64_t i) { row_out[slot] = static_cast<int32_t>(i); };
   uint32_t greater_seen = 0, equal_seen = 0;
   const bool threshold_valid = valid_key(prefix);
-  for (int64_t base = 0; base < len; base += kRowTile) {
-    compact_tile<kRowThreads, kRowItems>(key_at, base, len, prefix, need, emit, greater_seen, equal_seen);
+  for (int64_t base = 0; base < len; base += kThreads * kRowItems) {
+    compact_tile<kThreads, kRowItems>(key_at, base, len, prefix, need, emit, greater_seen, equal_seen);
     // Once k entries are out nothing later is selected: rows of few distinct values (the fallback's usual
     // case) stop after their first tiles instead of walking the whole row.
     const uint32_t emitted = greater_seen + (threshold_valid ? min(equal_seen, need) : 0u);
@@ -285,7 +284,7 @@ __global__ void __launch_bounds__(kRowThreads)
     top_k_row_kernel(const T* scores, int64_t n, int64_t k, int32_t* out, bool cached) {
   extern __shared__ uint32_t cache[];
   const int64_t row = blockIdx.x;
-  select_row_radix(scores + row * n, n, k, out + row * k, cached ? cache : nullptr);
+  select_row_radix<T, kRowThreads>(scores + row * n, n, k, out + row * k, cached ? cache : nullptr);
 }
 
 // ---- the threshold guess ------------------------------------------------------------------------------
@@ -695,7 +694,7 @@ constexpr int kSampleThreads = 1024;            // the sample kernel: one CTA pe
 constexpr int64_t kSamples = 8192;              // 256 runs of 32 consecutive entries
 constexpr uint32_t kCapacity = 8192;            // candidates per row (and per chunk)
 constexpr int64_t kFilterMaxK = kCapacity / 4;  // a guess for 2k stays well inside it
-constexpr int kMergeThreads = kRowThreads;      // the fallback is select_row_radix
+constexpr int kMergeThreads = 1024;             // short per-thread chains in the gather and the selection
 constexpr int64_t kTargetCtas = 264;            // two filter CTAs per SM of an H100/H200
 
 struct FilterWorkspace {
@@ -860,17 +859,19 @@ __global__ void __launch_bounds__(kMergeThreads)
   __syncthreads();
   int32_t* row_out = out + row * k;
   if (total > kCapacity || (static_cast<int64_t>(total) < k && lower != kLowestValidKey)) {
-    select_row_radix(scores + row * n, n, k, row_out, static_cast<uint32_t*>(nullptr));
+    select_row_radix<T, kMergeThreads>(scores + row * n, n, k, row_out, static_cast<uint32_t*>(nullptr));
     return;
   }
   // Candidate p of the row is entry p − offsets[c] of chunk c, the last chunk with offsets[c] <= p (that
-  // one is not empty), found in a fixed number of halvings. A thread takes candidates p = thread + 512·g in
-  // batches of kBatch whose searches run step by step together (independent shared loads in flight, not one
-  // chain after another), then issues the batch's global loads before using any: one memory latency per
-  // batch (one batch up to 4096 candidates).
+  // one is not empty), found in a fixed number of halvings. A thread takes candidates p = thread + 1024·g in
+  // batches of kBatch (one batch holds every candidate) whose searches run step by step together
+  // (independent shared loads in flight, not one chain after another), then issues the batch's global loads
+  // before using any: one memory latency.
   const uint2* kept = ws.kept + row * chunks * static_cast<int64_t>(kCapacity);
   constexpr int kPerThread = kCapacity / kMergeThreads;
   constexpr int kBatch = 8;
+  constexpr int kSearchSpan = 512;  // a power of two above the chunk count (<= kTargetCtas)
+  static_assert(kTargetCtas <= kSearchSpan && kSearchSpan <= kMergeThreads);
   uint32_t top = 0;  // candidates can lie above the sample's max
   for (int g0 = 0; g0 < kPerThread; g0 += kBatch) {
     if (static_cast<uint32_t>(kMergeThreads * g0) >= total) break;  // the same in every thread
@@ -882,7 +883,7 @@ __global__ void __launch_bounds__(kMergeThreads)
       start[j] = 0;  // chunk 0 starts at 0
     }
 #pragma unroll
-    for (int step = kMergeThreads / 2; step > 0; step >>= 1) {
+    for (int step = kSearchSpan / 2; step > 0; step >>= 1) {
 #pragma unroll
       for (int j = 0; j < kBatch; ++j) {
         const uint32_t p = threadIdx.x + static_cast<uint32_t>(kMergeThreads * (g0 + j));
