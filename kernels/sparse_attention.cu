@@ -389,6 +389,12 @@ struct KeySource {
   int total;
 };
 
+// `p`, computed into a register the compiler cannot see through.
+__device__ inline const uint8_t* opaque_pointer(const uint8_t* p) {
+  asm("mov.b64 %0, %0;" : "+l"(p));
+  return p;
+}
+
 // The E4M3 value of `code` (NaN codes give NaN): the hardware E4M3 -> f16 conversion is exact.
 __device__ inline float e4m3_value(uint8_t code) {
   const __half_raw h = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(code), __NV_E4M3);
@@ -407,25 +413,30 @@ __device__ inline float e4m3_value(uint8_t code) {
 template <int kKeys, int kFormat, int kBegin, int kEnd, int kWorkers>
 __device__ inline void load_chunks(const Layout& s, const KeySource& src, int tile,
                                    TileRecords<kKeys, kWorkers>& r) {
+  // this thread's chunk of every key (kWorkers is a multiple of 32): its codes' and scale's place in a record
+  // of either kind, added once per call, so each load's address is one 32x32+64 multiply-add of the listed
+  // index (non-negative: unsigned arithmetic) — the per-chunk 64-bit address math was ~17 instructions
+  // (opaque_pointer: otherwise the compiler re-associates the sums and adds the pool's base per load)
+  const auto chunk = static_cast<uint32_t>(worker_index<kWorkers>() % kChunksPerKey);
+  const uint8_t* window_codes = opaque_pointer(src.window_records + chunk * kChunk);
+  const uint8_t* window_scales = opaque_pointer(src.window_records + kDim + chunk / 2);
+  const uint8_t* entry_codes = opaque_pointer(src.entry_records + chunk * (kChunk / 2));
+  const uint8_t* entry_scales = opaque_pointer(src.entry_records + kDim / 2 + chunk);
 #pragma unroll
   for (int i = kBegin; i < kEnd; ++i) {
     const int q = worker_index<kWorkers>() + i * kWorkers;
     const int t = tile * kKeys + q / kChunksPerKey;
-    const auto chunk = static_cast<uint32_t>(q % kChunksPerKey);
     uint4 codes = make_uint4(0, 0, 0, 0);
     uint32_t scale_code = 0;
     if (t < src.total) {
-      // listed indices are non-negative: unsigned arithmetic keeps the address math to one 32x32->64 multiply
       const auto index = static_cast<size_t>(static_cast<uint32_t>(s.keys[t]));
       if (kFormat == 1 || (kFormat == 0 && t < src.window_keys)) {
-        const uint8_t* record = src.window_records + index * kFp8RecordBytes;
-        codes = __ldg(reinterpret_cast<const uint4*>(record + chunk * kChunk));
-        scale_code = __ldg(record + kDim + chunk / 2);
+        codes = __ldg(reinterpret_cast<const uint4*>(window_codes + index * kFp8RecordBytes));
+        scale_code = __ldg(window_scales + index * kFp8RecordBytes);
       } else {
-        const uint8_t* record = src.entry_records + index * kNvfp4RecordBytes;
-        const uint2 half = __ldg(reinterpret_cast<const uint2*>(record + chunk * (kChunk / 2)));
+        const uint2 half = __ldg(reinterpret_cast<const uint2*>(entry_codes + index * kNvfp4RecordBytes));
         codes = make_uint4(half.x, half.y, 0, 0);
-        scale_code = __ldg(record + kDim / 2 + chunk);
+        scale_code = __ldg(entry_scales + index * kNvfp4RecordBytes);
       }
     }
     r.codes[i] = codes;
