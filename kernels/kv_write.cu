@@ -15,10 +15,10 @@
 //     in any order and recomputes the CPU's order (a serial scan across the lanes) only for rows that fail
 //     it (rows with channels 2^20 times smaller than their norm, or fp32 rows of full precision).
 //   - RMSNorm output bf16(fp32(w·(x/root))) in double: the kernel forms w·x·rsqrt(mean square) in fp32
-//     (rsqrt.approx plus one Newton step; estimate within ~4.01 fp32 ulps) and keeps its BF16 rounding when
-//     that value is more than kMidpointMargin (5) ulps from a BF16 rounding midpoint (the argument needs
-//     > 3.51, see below), so the exact value and the CPU's double result round the same way; otherwise the
-//     out-of-line fallback evaluates the CPU's double expression itself.
+//     (r = RN32 of one double Newton step from rsqrt.approx; estimate within ~3.0001 fp32 ulps) and keeps its
+//     BF16 rounding when that value is more than kMidpointMargin (3) ulps from a BF16 rounding midpoint (the
+//     argument needs > 2.51, see below), so the exact value and the CPU's double result round the same way;
+//     otherwise the out-of-line fallback evaluates the CPU's double expression itself.
 //   - RoPE: the CPU's double expressions with explicit _rn intrinsics (no FMA contraction), angles as fp32
 //     products; cos and sin from a k·π/32 table and short polynomials, used when the result is far from an
 //     fp32 rounding midpoint, else libdevice's (see the caveat in kv_write.cuh and
@@ -60,9 +60,9 @@ constexpr int kCompressorCtasPerSm =
     3;  // <= 80 registers: 24 warps/SM (four 16-channel fp32 inputs per lane)
 constexpr unsigned kFullMask = 0xffffffffu;
 // A fast RMSNorm value this many fp32 ulps or fewer from a BF16 rounding midpoint takes the double path
-// (norm_estimate: 4 would do; 5 declines 11 of every 65536 values, 8 declined 17: round s4r2 put the
-// fallback at a quarter of the window kernel's time, 12% of its rows).
-constexpr uint32_t kMidpointMargin = 5;
+// (norm_estimate: the argument needs > 2.51; 3 declines 7 of every 65536 values, 5.4% of 512-channel rows;
+// 5 declined 11, 8.2% of the window rows, which cost the window kernel ~13% of its time in s4final).
+constexpr uint32_t kMidpointMargin = 3;
 // Stage ablations of the window kernel (set_window_ablation_for_bench): kv_write.cuh.
 // Compile-time for the window kernel (dim 512, faithful only): checking a run-time value in every row cost
 // registers and moves.
@@ -315,31 +315,36 @@ __device__ __noinline__ uint32_t cpu_norm_bf16(float x, float w, double mean_squ
   return nm::bf16_from_float(cpu_norm_value(x, w, mean_square, false));
 }
 
-// 1/sqrt(m) for a normal m in [2^-120, 2^120]: rsqrt.approx (relative error ε0 within 2 ulps, i.e. |ε0| <
-// 2^-22; the argument below holds for any |ε0| <= 2^-20) and one Newton step in FMAs, e = RN(1 − m·RN(r0²))
-// and RN(r0 + (r0/2)·e): before its final rounding the step is within 1.5·ε0² + 2^-25·(1 + 2^-19) of
-// 1/sqrt(m) (relative; the 2^-25 is RN(r0²)'s rounding halved, e's own rounding adds 2^-44), so the result is
-// within 1.5·2^-24 + 2^-40, against 2^-24 for __frsqrt_rn, at 5 instructions instead of ~25 with a branch.
-// Host check (every fp32 m in [1, 4), ε0 at ±2^-21 and at random): docs/perf-notes/kv-write.md.
-__device__ float reciprocal_sqrt(float m) {
+// 1/sqrt(m) in double for a mean square m whose fp32 rounding is in [2^-120, 2^120] (else NaN): r0 =
+// rsqrt.approx(RN32(m)) is within ε0 <= 2^-22 + 2^-25 of 1/sqrt(m) (the argument holds for any ε0 <= 2^-20),
+// and one Newton step in double, r1 = r0 + (r0/2)·(1 − m·r0²), is within 1.5·ε0² + 0.5·ε0³ + 2^-51 (its
+// roundings) <= 2^-39.4. The fast path uses RN32(r1) (within 2^-24 + 2^-39.4: one fp32 rounding), the
+// fallback r1 itself. Per row: ~8 instructions, against ~5 for the fp32 Newton step it replaces (whose
+// 1.5·2^-24 + 2^-25 cost the estimate a whole ulp of margin) and ~27 for the double sqrt and reciprocal the
+// fallback computed.
+__device__ double newton_inverse_root(double mean_square) {
+  const float m = __double2float_rn(mean_square);
+  if (!(m >= 0x1p-120f && m <= 0x1p120f)) return __longlong_as_double(0x7ff8000000000000ll);
   float r0;
   asm("rsqrt.approx.ftz.f32 %0, %1;" : "=f"(r0) : "f"(m));
-  const float e = __fmaf_rn(-m, __fmul_rn(r0, r0), 1.0f);
-  return __fmaf_rn(__fmul_rn(0.5f, r0), e, r0);
+  const double r = r0;
+  const double e = __fma_rn(-mean_square, __dmul_rn(r, r), 1.0);
+  return __fma_rn(__dmul_rn(0.5, r), e, r);
 }
 
 // Faithful fast path: bf16(fp32(w·(x/root))) is the BF16 rounding of the fp32 estimate RN(w·RN(x·r)), r =
-// reciprocal_sqrt(RN(mean_square)) (relative error at most 1.5·2^-24 + 2^-40, see there; in all below
-// 4.01·2^-24, i.e. under 4.01 fp32 ulps at the estimate; the CPU's double value is within 2^-52 of exact)
-// whenever the estimate is more than kMidpointMargin ulps from a BF16 rounding midpoint M (low half 0x8000):
-// then the exact value, the CPU's double and its fp32 rounding all lie strictly on the estimate's side (an
-// accepted estimate is at least margin + 1 = 6 ulps from M, the exact value at least 6 − 4.01 ulps, and
-// the CPU's fp32 rounding of its double moves it by at most half an ulp; margin > 3.51 suffices). The
-// estimate must
-// also be at least 2^-60: with |w| < 2^60 the product x·r did not underflow (>= 2^-120); a NaN r (mean square
-// outside the fp32 range) fails that too. Nothing overflows: |x|·r <= sqrt(dim)·(1 + 2^-22) < 2^4.6 for any
-// channel of the row (the mean square is at least x²/dim), and the lane's weights are below 2^60
-// (lane_weights_bounded; lanes whose weights are not take the CPU's expression for every channel).
+// RN32(newton_inverse_root(mean square)) (relative error at most 2^-24 + 2^-39.4 + 2^-45, the last from the
+// any-order Σx²; with the two products' roundings the estimate is within (3 + 2^-15)·2^-24 relative, i.e.
+// 3.0001 fp32 ulps at the estimate; the CPU's double value is within 2^-52 of exact) whenever the estimate
+// is more than kMidpointMargin ulps from a BF16 rounding midpoint M (low half 0x8000): then the exact value,
+// the CPU's double and its fp32 rounding all lie strictly on the estimate's side (an accepted estimate is at
+// least margin + 1 = 4 ulps from M, the exact value at least 4 − 3.0001 ulps, and the CPU's fp32 rounding of
+// its double moves it by at most half an ulp; margin > 2.51 suffices; host check in
+// docs/perf-notes/kv-write.md). The estimate must also be at least 2^-60: with |w| < 2^60 the product x·r did
+// not underflow (>= 2^-120); a NaN r (mean square outside the fp32 range) fails that too. Nothing overflows:
+// |x|·r <= sqrt(dim)·(1 + 2^-22) < 2^4.6 for any channel of the row (the mean square is at least x²/dim), and
+// the lane's weights are below 2^60 (lane_weights_bounded; lanes whose weights are not take the CPU's
+// expression for every channel).
 __device__ float norm_estimate(float x, float w, float inverse_root) {
   return __fmul_rn(w, __fmul_rn(x, inverse_root));
 }
@@ -388,13 +393,14 @@ __device__ uint32_t bf16x2_bits(float lo, float hi) {
   return bits;
 }
 
-// Second chance for a declined channel: v = w·(x·r) in double with r = RN(1/RN(sqrt(mean square))) from the
-// any-order Σx² (within 2^-43 of the CPU's mean square: 511 roundings of 2^-53 on each side), so v is within
-// 2^-44 + 2^-51 (r and the two products) of the exact value from the CPU's sum, and the CPU's double within
-// 3·2^-53 of that: |v − CPU| < 2^-43·|v|. When v is farther than that from the fp32 rounding boundaries
+// Second chance for a declined channel: v = w·(x·r1) in double with r1 = newton_inverse_root of the
+// any-order mean square (within 2^-43 of the CPU's: 511 roundings of 2^-53 on each side; r1 within 2^-39.4
+// of its inverse root), so v is within 2^-39.4 + 2^-44 + 2^-51 (r1, the sum, the two products) of the exact
+// value from the CPU's sum, and the CPU's double within 3·2^-53 of that: |v − CPU| < 2^-39·|v|. When v is
+// farther than that from the fp32 rounding boundaries
 // around RN32(v) (±half an fp32 ulp; powers of two, whose lower boundary is nearer, are left open), the
 // CPU's fp32 value is RN32(v), and its BF16 rounding is returned. Zero is exact (x or w zero: the signed
-// zero of w·x). Returns kNormOpen otherwise: about 2^-19 of the channels, tiny values, a non-finite r. Out of
+// zero of w·x). Returns kNormOpen otherwise: about 2^-15 of the channels, tiny values, a non-finite r. Out of
 // line: declined channels are rare, and sixteen inlined copies cost instruction-cache room on the hot path.
 constexpr uint32_t kNormOpen = 0x10000u;  // double_norm_bf16: left open
 
@@ -412,7 +418,7 @@ __device__ __noinline__ uint32_t double_norm_bf16(float x, float w, double inver
   const double off = fabs(__dsub_rn(v, static_cast<double>(f)));  // exact: v and f share the binade
   const double half_ulp =
       __hiloint2double((static_cast<int>((f_bits >> 23) & 0xffu) - 127 - 24 + 1023) << 20, 0);
-  if (!(__dsub_rn(half_ulp, off) > 0x1p-43 * magnitude)) return kNormOpen;
+  if (!(__dsub_rn(half_ulp, off) > 0x1p-39 * magnitude)) return kNormOpen;
   return bf16x2_bits(f, 0.0f) & 0xffffu;
 }
 
@@ -435,7 +441,7 @@ __device__ __noinline__ PackedPairs rms_norm_fallback(PackedPairs pairs, const R
                                                       int significand_bits, bool declined, double any_order,
                                                       float inverse_root) {
   uint32_t(&packed)[kChannels / 2] = pairs.w;
-  const double inverse_root_d = __drcp_rn(__dsqrt_rn(mean_square_of(any_order, dim, eps)));
+  const double inverse_root_d = newton_inverse_root(mean_square_of(any_order, dim, eps));  // as the fast path
   float y[kChannels];
   reload(y);
   uint32_t open = 0;  // bit i: channel i needs the exact path
@@ -502,10 +508,7 @@ __device__ void rms_norm_chunk(const float (&x)[kChannels], const Reload& reload
       }
     }
   } else {
-    const float mean_square_f = __double2float_rn(mean_square_of(any_order, dim, eps));
-    const float inverse_root = mean_square_f >= 0x1p-120f && mean_square_f <= 0x1p120f
-                                   ? reciprocal_sqrt(mean_square_f)
-                                   : __int_as_float(0x7fffffff);
+    const float inverse_root = __double2float_rn(newton_inverse_root(mean_square_of(any_order, dim, eps)));
     DeclineKeys keys;
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
