@@ -313,28 +313,27 @@ __device__ inline void mbarrier_init_fence() {
   asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 }
 // One arrival that also expects `bytes` of bulk-copy transactions before the phase completes.
-__device__ inline void mbarrier_arrive_expect(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(shared_address(bar)), "r"(bytes)
-               : "memory");
+// (Barriers and stages by their shared-window addresses: computed once, not converted per use.)
+__device__ inline void mbarrier_arrive_expect(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
 }
 // Waits until the barrier's phase of parity `parity` has completed.
-__device__ inline void mbarrier_wait(uint64_t* bar, uint32_t parity) {
+__device__ inline void mbarrier_wait(uint32_t bar, uint32_t parity) {
   asm volatile(
       "{\n"
       ".reg .pred done;\n"
       "WAIT:\n"
       "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
       "@!done bra WAIT;\n"
-      "}\n" ::"r"(shared_address(bar)),
+      "}\n" ::"r"(bar),
       "r"(parity)
       : "memory");
 }
 // bytes (a multiple of 16, both addresses 16-byte aligned) from global to shared memory, counted on bar.
-__device__ inline void bulk_load(void* shared, const void* global, uint32_t bytes, uint64_t* bar) {
+__device__ inline void bulk_load(uint32_t shared, const void* global, uint32_t bytes, uint32_t bar) {
   asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-          shared_address(shared)),
-      "l"(global), "r"(bytes), "r"(shared_address(bar))
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(shared),
+      "l"(global), "r"(bytes), "r"(bar)
       : "memory");
 }
 
@@ -349,7 +348,7 @@ __device__ inline float round_bf16(float x) {
 // scores kernel by programmatic dependent launch, as before session 5; IndexScoringArgs::separate_preparation
 // selects it so that the bench can compare it with the preparation inside the scores kernel in one run.
 
-// Programmatic dependent launch (sm_90): // The two kernels of a tensor-core call (preparation, scores) are
+// Programmatic dependent launch (sm_90): the two kernels of a tensor-core call (preparation, scores) are
 // chained so that the second one's launch overlaps the first one's run: a kernel started by
 // launch_after_previous may run while the previous kernel of the stream still runs (once every CTA of that
 // one called allow_next_grid, so no CTA of it still waits for an SM), and calls wait_for_previous_grid before
@@ -479,6 +478,10 @@ __global__ void __launch_bounds__(kPrepareThreads)
   }
 }
 
+// The tensor-core path's dynamic shared memory (fast_scores_kernel: the pipelines' stages, then the query
+// slots).
+extern __shared__ __align__(16) uint8_t fast_smem[];
+
 struct FastArgs {
   const uint8_t* keys;
   int64_t count;
@@ -605,23 +608,19 @@ __device__ inline void finish_query_heads(int rows, int heads, QuerySlots q, Pre
 
 // Tile `tile` of key records into a stage, issued by one thread: its whole 16-byte chunks by one bulk copy
 // counted on `bar` (every tile but the last is 8704 bytes); fill_tile_tail completes a partial tile.
-__device__ inline void issue_tile(const FastArgs& a, int64_t tile, uint8_t* stage, uint64_t* bar) {
-  const int64_t first = tile * kFastTileBytes;
+__device__ inline void issue_tile(const FastArgs& a, int tile, uint32_t stage, uint32_t bar) {
+  const int64_t first = static_cast<int64_t>(tile) * kFastTileBytes;
   const auto bytes =
       static_cast<uint32_t>(min(a.count * kKeyBytes - first, int64_t{kFastTileBytes}) & ~int64_t{15});
   mbarrier_arrive_expect(bar, bytes);
   if (bytes > 0) bulk_load(stage, a.keys + first, bytes, bar);
 }
 
-__device__ inline bool tile_is_partial(const FastArgs& a, int64_t tile) {
-  return (tile + 1) * kFastTileBytes > a.count * kKeyBytes;
-}
-
 // The last tile after its bulk copy: the tail of its last record (records are 68 bytes, a multiple of 4
 // but not of 16) by 4-byte loads, zeros past it (no access reaches past the key buffer). All threads of
 // the pipeline (`thread` = index in it).
-__device__ inline void fill_tile_tail(const FastArgs& a, int64_t tile, uint8_t* stage, int thread) {
-  const int64_t first = tile * kFastTileBytes, left = a.count * kKeyBytes - first;
+__device__ inline void fill_tile_tail(const FastArgs& a, int tile, uint8_t* stage, int thread) {
+  const int64_t first = static_cast<int64_t>(tile) * kFastTileBytes, left = a.count * kKeyBytes - first;
   auto* words = reinterpret_cast<uint32_t*>(stage);
   for (int w = static_cast<int>(left / 16) * 4 + thread; w < kFastTileBytes / 4; w += kPipelineThreads)
     words[w] = 4 * w < left ? *reinterpret_cast<const uint32_t*>(a.keys + first + 4 * w) : 0u;
@@ -946,8 +945,9 @@ __device__ void score_narrow_entries(const FastArgs& a, const uint32_t (&frag_a)
 // A row whose queries are not MXFP4-exact: lane l scores entry entry0 + l from its record in the stage in
 // the CPU's arithmetic (exact_entry_score on the key decoded as the CPU decodes it). Rare (the engine
 // passes fake-quantized queries), so simple.
-__device__ __noinline__ void score_exact_entries(const FastArgs& a, const uint8_t* records, int64_t entry0,
+__device__ __noinline__ void score_exact_entries(const FastArgs& a, int records_offset, int64_t entry0,
                                                  int64_t row, int64_t visible) {
+  const uint8_t* records = fast_smem + records_offset;
   const int lane = threadIdx.x & 31;
   const int64_t entry = entry0 + lane;
   if (entry >= a.count) return;
@@ -961,42 +961,67 @@ __device__ __noinline__ void score_exact_entries(const FastArgs& a, const uint8_
   a.scores[row * a.count + entry] = value;
 }
 
+// The query slots of a CTA with rows_cta rows (after the pipelines' stages in dynamic shared memory).
+__device__ inline QuerySlots query_slots(int rows_cta, int heads) {
+  QuerySlots q;
+  q.frags = reinterpret_cast<uint32_t*>(fast_smem + kPipelines * kFastStages * kFastTileBytes);
+  q.starts = reinterpret_cast<int4*>(q.frags + rows_cta * heads * (kFastDim / 4));
+  q.ws = reinterpret_cast<float2*>(q.starts + rows_cta * heads / 2);
+  q.scales = reinterpret_cast<float*>(q.ws + rows_cta * heads / 2);
+  q.weights = q.scales + rows_cta * heads * kFastBlocks;
+  return q;
+}
+
+// The warp's 32 entries (records at fast_smem + records_offset) for row `row` = slot r on the per-block
+// path. Rare and not inlined; it takes offsets, not pointers, so that the common path computes nothing for
+// it (generic pointers into shared memory cost 64-bit arithmetic and spills).
+__device__ __noinline__ void score_per_block_entries(const FastArgs& a, int records_offset, int64_t entry0,
+                                                     int64_t row, int r, int rows_cta, int heads,
+                                                     int span_q) {
+  const QuerySlots q = query_slots(rows_cta, heads);
+  const auto* frags = reinterpret_cast<const uint2*>(q.frags + r * heads * (kFastDim / 4));
+  for (int mt = 0; mt < 2; ++mt) {
+    score_m_tile(a, fast_smem + records_offset + mt * 16 * kKeyBytes, entry0 + mt * 16, row, frags,
+                 q.scales + r * heads * kFastBlocks, q.weights + r * heads, span_q);
+  }
+}
+
 // kHeads: the head count when it is 32 (the V4.1 shape: the narrow-term loop unrolled, constant offsets),
 // else 0 (any multiple of 8 up to kMaxFastHeads, from the arguments).
-// kPrepareHere: the CTA prepares its query rows itself (else the A/B's separate preparation did).
-template <int kHeads, bool kPrepareHere>
+// kPrepareHere: the CTA prepares its query rows itself (else the A/B's separate preparation did). kOneRow:
+// one query row (decode): the row loop and its offsets fold away.
+template <int kHeads, bool kPrepareHere, bool kOneRow>
 __global__ void __launch_bounds__(kFastThreads, 1) fast_scores_kernel(const __grid_constant__ FastArgs a) {
-  extern __shared__ __align__(16) uint8_t smem[];
   const int64_t row0 = static_cast<int64_t>(blockIdx.y) * a.rows_per_cta;
-  const int rows_cta = a.rows_per_cta, heads = kHeads > 0 ? kHeads : a.heads, per_row = heads * kFastDim;
+  const int rows_cta = kOneRow ? 1 : a.rows_per_cta, heads = kHeads > 0 ? kHeads : a.heads;
+  const int per_row = heads * kFastDim;
   const int pipeline = static_cast<int>(threadIdx.x) / kPipelineThreads;
   const int thread = static_cast<int>(threadIdx.x) % kPipelineThreads;
   // Shared memory: each pipeline's stages, then the query slots of the CTA's rows (all that the scoring
   // reads of the queries, except the raw rows of the exact path).
-  uint8_t* stages = smem + pipeline * kFastStages * kFastTileBytes;  // kFastStages tiles
-  QuerySlots q;
-  q.frags = reinterpret_cast<uint32_t*>(smem + kPipelines * kFastStages * kFastTileBytes);
-  q.starts = reinterpret_cast<int4*>(q.frags + rows_cta * per_row / 4);
-  q.ws = reinterpret_cast<float2*>(q.starts + rows_cta * heads / 2);
-  q.scales = reinterpret_cast<float*>(q.ws + rows_cta * heads / 2);
-  q.weights = q.scales + rows_cta * heads * kFastBlocks;
+  uint8_t* stages = fast_smem + pipeline * kFastStages * kFastTileBytes;  // kFastStages tiles
+  const QuerySlots q = query_slots(rows_cta, heads);
   __shared__ PrepareShared prepare;
   __shared__ int row_fast[kFastRows], row_span[kFastRows];
   __shared__ int2 row_range[kFastRows];
   __shared__ int64_t row_visible[kFastRows];
   __shared__ __align__(8) uint64_t stage_full[kPipelines][kFastStages];  // the stage's bulk copy complete
-  const int rows = static_cast<int>(min(static_cast<int64_t>(rows_cta), a.n - row0));
-  const int64_t tiles = (a.count + kFastTileEntries - 1) / kFastTileEntries;
+  const int rows = kOneRow ? 1 : static_cast<int>(min(static_cast<int64_t>(rows_cta), a.n - row0));
+  // Tile counts in 32 bits: key_count < 2^31 · 128 (68-byte records). A tile from full_tiles on has a
+  // partial last record or none past the end.
+  const int tiles = static_cast<int>((a.count + kFastTileEntries - 1) / kFastTileEntries);
+  const int full_tiles = static_cast<int>(a.count * kKeyBytes / kFastTileBytes);
   // The pipeline's tiles: first, first + pipelines, ...
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * kPipelines + pipeline;
-  const int64_t pipelines = static_cast<int64_t>(gridDim.x) * kPipelines;
+  const int first = static_cast<int>(blockIdx.x) * kPipelines + pipeline;
+  const int pipelines = static_cast<int>(gridDim.x) * kPipelines;
+  const uint32_t stage0 = shared_address(stages), full0 = shared_address(&stage_full[pipeline][0]);
   // Prologue: each pipeline's first kFastStages - 1 tiles in flight during the preparation.
   if (thread == 0) {
     for (int s = 0; s < kFastStages; ++s) mbarrier_init(&stage_full[pipeline][s], 1);
     mbarrier_init_fence();
     for (int s = 0; s < kFastStages - 1; ++s) {
-      const int64_t tile = first + s * pipelines;
-      if (tile < tiles) issue_tile(a, tile, stages + s * kFastTileBytes, &stage_full[pipeline][s]);
+      const int tile = first + s * pipelines;
+      if (tile < tiles) issue_tile(a, tile, stage0 + s * kFastTileBytes, full0 + 8 * s);
     }
   }
   for (int i = static_cast<int>(threadIdx.x); i < rows * heads; i += kFastThreads)
@@ -1050,45 +1075,42 @@ __global__ void __launch_bounds__(kFastThreads, 1) fast_scores_kernel(const __gr
   int stage = 0;
   uint32_t parity = 0;  // of the stages' current use
   const int pipeline_warp = warp % (kPipelineThreads / 32);
-  for (int64_t tile = first; tile < tiles; tile += pipelines) {
+  for (int tile = first; tile < tiles; tile += pipelines) {
     // Issue the tile kFastStages - 1 ahead into the stage consumed last iteration.
-    const int64_t ahead = tile + (kFastStages - 1) * pipelines;
+    const int ahead = tile + (kFastStages - 1) * pipelines;
     const int ahead_stage = (stage + kFastStages - 1) % kFastStages;
     if (thread == 0 && ahead < tiles)
-      issue_tile(a, ahead, stages + ahead_stage * kFastTileBytes, &stage_full[pipeline][ahead_stage]);
-    mbarrier_wait(&stage_full[pipeline][stage], parity);
-    if (tile_is_partial(a, tile)) {
+      issue_tile(a, ahead, stage0 + ahead_stage * kFastTileBytes, full0 + 8 * ahead_stage);
+    mbarrier_wait(full0 + 8 * stage, parity);
+    if (tile >= full_tiles) {
       fill_tile_tail(a, tile, stages + stage * kFastTileBytes, thread);
       pipeline_sync(pipeline);
     }
     {
       const uint8_t* records = stages + stage * kFastTileBytes + pipeline_warp * kWarpEntries * kKeyBytes;
-      const int64_t entry0 = tile * kFastTileEntries + pipeline_warp * kWarpEntries;
+      const int64_t entry0 = static_cast<int64_t>(tile) * kFastTileEntries + pipeline_warp * kWarpEntries;
       // Decoded once for all rows of the CTA.
       const KeyExponents k = key_exponents(records, g);
       uint32_t frag_a[2][kFastBlocks][4];
       if (k.narrow) narrow_key_fragments(records, k, g, t, frag_a);
       const int ek = t == 0 ? k.min[0] : t == 1 ? k.min[1] : t == 2 ? k.min[2] : k.min[3];  // entry g + 8t
+      const int records_offset = static_cast<int>(records - fast_smem);
       for (int r = 0; r < rows; ++r) {
         if (!row_fast[r]) {
-          score_exact_entries(a, records, entry0, row0 + r, row_visible[r]);
+          score_exact_entries(a, records_offset, entry0, row0 + r, row_visible[r]);
           continue;
         }
-        const auto* frags = reinterpret_cast<const uint2*>(q.frags + r * per_row / 4);
         const int2 range = row_range[r];
         if (k.narrow && k.lowest >= range.x && k.highest <= range.y) {
           // The head loop unrolled by 2: fully unrolled, the kernel stores the A fragments to local memory
           // after every decode (32 STL per 32 entries).
           constexpr int kUnroll = 2;
-          score_narrow_entries<kHeads, kUnroll>(a, frag_a, ek, frags, q.starts + r * heads / 2,
-                                                q.ws + r * heads / 2, heads, entry0, row0 + r,
-                                                row_visible[r]);
+          score_narrow_entries<kHeads, kUnroll>(
+              a, frag_a, ek, reinterpret_cast<const uint2*>(q.frags + r * per_row / 4),
+              q.starts + r * heads / 2, q.ws + r * heads / 2, heads, entry0, row0 + r, row_visible[r]);
           continue;
         }
-        for (int mt = 0; mt < 2; ++mt) {
-          score_m_tile(a, records + mt * 16 * kKeyBytes, entry0 + mt * 16, row0 + r, frags,
-                       q.scales + r * heads * kFastBlocks, q.weights + r * heads, row_span[r]);
-        }
+        score_per_block_entries(a, records_offset, entry0, row0 + r, r, rows_cta, heads, row_span[r]);
       }
     }
     pipeline_sync(pipeline);  // the stage is refilled next iteration
@@ -1160,7 +1182,8 @@ void launch_fast_scores_for(const IndexScoringArgs& args, cudaStream_t stream) {
   const size_t smem = fast_scores_smem(args.heads, rows_per_cta);
   static const bool configured = [] {
     const int limit = static_cast<int>(fast_scores_smem(kMaxFastHeads, kFastRows));
-    for (const auto k : {fast_scores_kernel<kHeads, true>, fast_scores_kernel<kHeads, false>})
+    for (const auto k : {fast_scores_kernel<kHeads, true, false>, fast_scores_kernel<kHeads, false, false>,
+                         fast_scores_kernel<kHeads, true, true>, fast_scores_kernel<kHeads, false, true>})
       FKV_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
     return true;
   }();
@@ -1174,8 +1197,11 @@ void launch_fast_scores_for(const IndexScoringArgs& args, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(ctas), static_cast<unsigned>(row_groups));
   FastArgs fast{args.keys,  args.key_count, args.queries, args.head_weights,     args.n_visible,   args.n,
                 args.heads, args.scores,    rows_per_cta, args.force_exact_redo, PreparedQueries{}};
+  const bool one_row = args.n == 1;
   if (!args.separate_preparation) {
-    fast_scores_kernel<kHeads, true><<<grid, kFastThreads, smem, stream>>>(fast);
+    const auto kernel =
+        one_row ? fast_scores_kernel<kHeads, true, true> : fast_scores_kernel<kHeads, true, false>;
+    kernel<<<grid, kFastThreads, smem, stream>>>(fast);
     FKV_CUDA_CHECK_LAUNCH();
     return;
   }
@@ -1183,7 +1209,9 @@ void launch_fast_scores_for(const IndexScoringArgs& args, cudaStream_t stream) {
   prepare_queries_kernel<<<static_cast<unsigned>(args.n), kPrepareThreads, 0, stream>>>(
       args.queries, args.head_weights, args.heads, fast.prepared);
   FKV_CUDA_CHECK_LAUNCH();
-  launch_after_previous(fast_scores_kernel<kHeads, false>, grid, kFastThreads, smem, stream, fast);
+  launch_after_previous(
+      one_row ? fast_scores_kernel<kHeads, false, true> : fast_scores_kernel<kHeads, false, false>, grid,
+      kFastThreads, smem, stream, fast);
 }
 
 void launch_fast_scores(const IndexScoringArgs& args, cudaStream_t stream) {

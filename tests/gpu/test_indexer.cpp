@@ -71,7 +71,7 @@ size_t first_bit_mismatch(const std::vector<float>& a, const std::vector<float>&
 // Options of one scoring case beyond the shape.
 struct ScoreCase {
   bool faithful = true;
-  bool raw_row = false;  // faithful: leave query row 1 un-quantized (the GPU's exact fallback path)
+  bool raw_row = false;  // faithful: leave query row 1 (row 0 of one) un-quantized (the exact fallback path)
   int block_spread = 0;  // key channel block b scaled by 2^(spread·b): wide scale spans per head
   int query_spread = 0;  // the same for the query heads
   int weight_exp = 0;    // head weights scaled by 2^weight_exp (moves the narrow-term path's key range)
@@ -109,8 +109,10 @@ void check_scores(int64_t rows, int heads, int dim, int64_t count, ScoreCase c, 
   if (faithful) {
     const std::vector<float> raw = queries;
     cpu().fake_quantize(be::Matrix{queries.data(), rows * heads, dim}, be::RecordFormat::kMxfp4);
-    if (c.raw_row && rows > 1)
-      std::copy(raw.begin() + heads * dim, raw.begin() + 2 * heads * dim, queries.begin() + heads * dim);
+    const int64_t raw_at = rows > 1 ? 1 : 0;
+    if (c.raw_row)
+      std::copy(raw.begin() + raw_at * heads * dim, raw.begin() + (raw_at + 1) * heads * dim,
+                queries.begin() + raw_at * heads * dim);
   }
   be::IndexScoring problem;
   problem.queries = be::ConstMatrix(queries.data(), rows, heads * dim);
@@ -176,6 +178,7 @@ TEST_CASE("gpu index scores are bit-identical to the CPU backend's", "[gpu][inde
   // span 3·2 = 6 binades (per-block fp32 combine) or 12·3 = 36 (double combine); query heads spanning 6
   // (rows without pre-shifted values). Plain random data takes the narrow one-accumulator path.
   check_scores(3, 32, 128, 700, ScoreCase{true, true, 0}, ++s);
+  check_scores(1, 32, 128, 700, ScoreCase{true, true, 0}, ++s);  // one row (its own kernel), un-quantized
   check_scores(2, 32, 128, 300, ScoreCase{true, false, 2}, ++s);
   check_scores(2, 32, 128, 300, ScoreCase{true, false, 3}, ++s);  // span 9: the narrow row's margin -> double
   check_scores(2, 32, 128, 300, ScoreCase{true, false, 12}, ++s);
@@ -203,6 +206,8 @@ TEST_CASE("gpu index scores are bit-identical to the CPU backend's", "[gpu][inde
   check_scores(5, 32, 128, big, ScoreCase{true, false, 0, 0, 0, 0, false, false, true}, ++s);
   check_scores(3, 32, 128, 700, ScoreCase{true, true, 2, 0, 0, 0, true, true, true}, ++s);
   check_scores(2, 64, 128, 1000, ScoreCase{true, false, 0, 0, -40, -100, false, false, true}, ++s);
+  check_scores(1, 32, 128, 3001, ScoreCase{true, true, 0, 0, 0, 0, true, true, true}, ++s);
+  check_scores(1, 32, 128, 3001, ScoreCase{true, false, 0, 0, 40, 80, false, false, true}, ++s);
 }
 
 namespace {
