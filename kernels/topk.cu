@@ -760,7 +760,7 @@ __global__ void __launch_bounds__(kSampleThreads)
 // One tile of the filter: this thread's words of it tested against the threshold, the warps' counts exchanged
 // through `warp_counts` (one barrier; double-buffered by the caller: the next tile's barrier separates this
 // tile's reads from the rewrite two tiles on), the candidates emitted in index order from slot `written` on.
-// prefetch() runs first (the next tile's loads overlap this tile's tests). Returns the tile's candidate count.
+// prefetch() runs first (the next tile's loads overlap this tile's tests). Returns the candidate count.
 template <typename T, typename Prefetch, typename Emit>
 __device__ inline uint32_t filter_tile(const uint32_t (&current)[kWords<T, kFilterItems<T>>], float threshold,
                                        int64_t base, uint32_t written, uint32_t* warp_counts,
