@@ -691,7 +691,7 @@ constexpr int kFilterWarps = kFilterThreads / 32;
 template <typename T>
 constexpr int64_t kFilterTile = static_cast<int64_t>(kFilterThreads) * kFilterItems<T>;
 constexpr int kSampleThreads = 1024;            // the sample kernel: one CTA per row
-constexpr int64_t kSamples = 8192;              // 256 runs of 32 consecutive entries
+constexpr int64_t kSamples = 8192;              // at most 256 runs of 32 consecutive entries
 constexpr uint32_t kCapacity = 8192;            // candidates per row (and per chunk)
 constexpr int64_t kFilterMaxK = kCapacity / 4;  // a guess for 2k stays well inside it
 constexpr int kMergeThreads = 1024;             // short per-thread chains in the gather and the selection
@@ -703,19 +703,26 @@ struct FilterWorkspace {
   uint2* kept;       // [rows, chunks, kCapacity] (key, index) of those entries, in index order
 };
 
-// A row's sample for the guess: kSamples entries of a row of n > kShortMax in 256 evenly spaced runs of 32
-// (the same in every CTA that takes it), kSamples / kThreads of them per thread.
+// A row's sample for the guess: sample_count(n, k) entries of a row of n > kShortMax in evenly spaced runs of
+// 32 (the same in every CTA that takes it), up to kSamples / kThreads of them per thread. Rows of at most
+// 128·k entries take half: the rank is still >= 64 (about 2k entries expected above the guess, rarely
+// fewer than k), and every one-tile filter CTA pays the sample's loads and atomics.
 template <typename T, int kThreads>
 using RowSample = T[kSamples / kThreads];
 
+__device__ inline int64_t sample_count(int64_t n, int64_t k) {
+  return n <= 128 * k ? kSamples / 2 : kSamples;
+}
+
 template <typename T, int kThreads>
-__device__ inline void load_sample(const T* data, int64_t n, RowSample<T, kThreads>& sample) {
-  constexpr int64_t kRuns = kSamples / 32;
-  const int64_t stride = (n - 32) / (kRuns - 1);  // the last run ends at or before n - 1
+__device__ inline void load_sample(const T* data, int64_t n, int64_t k, RowSample<T, kThreads>& sample) {
+  const int64_t count = sample_count(n, k);
+  const int64_t stride = (n - 32) / (count / 32 - 1);  // the last run ends at or before n - 1
+  const int per_thread = static_cast<int>(count / kThreads);
 #pragma unroll
   for (int i = 0; i < static_cast<int>(kSamples / kThreads); ++i) {
     const int64_t q = threadIdx.x + static_cast<int64_t>(kThreads) * i;
-    sample[i] = data[(q >> 5) * stride + (q & 31)];
+    if (i < per_thread) sample[i] = data[(q >> 5) * stride + (q & 31)];
   }
 }
 
@@ -726,11 +733,13 @@ __device__ uint32_t sampled_lower_key(const RowSample<T, kThreads>& sample, int6
   constexpr int kPerThread = static_cast<int>(kSamples / kThreads);
   __shared__ uint32_t hist[kDistanceBuckets];
   for (int b = threadIdx.x; b < kDistanceBuckets; b += kThreads) hist[b] = 0;
+  const int64_t count = sample_count(n, k);
+  const int per_thread = static_cast<int>(count / kThreads);
   uint32_t keys[kPerThread];
   uint32_t local_max = 0;
 #pragma unroll
   for (int i = 0; i < kPerThread; ++i) {
-    keys[i] = order_key(sample[i]);
+    keys[i] = i < per_thread ? order_key(sample[i]) : 0u;  // 0: an invalid key, counted nowhere
     local_max = max(local_max, keys[i]);
   }
   const uint32_t max_key = block_max<kThreads>(local_max);
@@ -739,7 +748,7 @@ __device__ uint32_t sampled_lower_key(const RowSample<T, kThreads>& sample, int6
     if (valid_key(keys[i])) atomicAdd(&hist[distance_bucket(max_key - keys[i])], 1u);
   }
   __syncthreads();
-  return lower_key(max_key, rank_bucket(hist, sample_rank(k, kSamples, n)));
+  return lower_key(max_key, rank_bucket(hist, sample_rank(k, count, n)));
 }
 
 // Row blockIdx.x: L into lower[row], once per row for rows whose filter CTAs take several tiles (there the
@@ -751,7 +760,7 @@ __global__ void __launch_bounds__(kSampleThreads)
   TOPK_PHASE(8);
   asm volatile("griddepcontrol.launch_dependents;");
   RowSample<T, kSampleThreads> sample;
-  load_sample<T, kSampleThreads>(scores + static_cast<int64_t>(blockIdx.x) * n, n, sample);
+  load_sample<T, kSampleThreads>(scores + static_cast<int64_t>(blockIdx.x) * n, n, k, sample);
   const uint32_t l = sampled_lower_key<T, kSampleThreads>(sample, n, k);
   if (threadIdx.x == 0) lower[blockIdx.x] = l;
   TOPK_PHASE(9);
@@ -804,7 +813,7 @@ __global__ void __launch_bounds__(kFilterThreads, 2)
   uint32_t lower = 0;
   if constexpr (kOwnSample) {
     RowSample<T, kFilterThreads> sample;
-    load_sample<T, kFilterThreads>(data, n, sample);
+    load_sample<T, kFilterThreads>(data, n, k, sample);
     load_tile<T, kN, V, kFilterThreads>(data, begin, end, raw);
     lower = sampled_lower_key<T, kFilterThreads>(sample, n, k);
     if (threadIdx.x == 0 && blockIdx.x == 0) ws.lower[row] = lower;
