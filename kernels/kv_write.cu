@@ -1179,6 +1179,43 @@ __device__ void store_mxfp4_pairs(uint8_t* record, int dim, int lane_in_row,
   if (lane_in_row % 2 == 0) record[dim / 2 + lane_in_row / 2] = static_cast<uint8_t>(code);
 }
 
+// FP8 window row (faithful) from the lane's packed pairs: as store_fp8_chunk, with x·2^-e formed exactly
+// in mul.rn.bf16x2 (8 products per lane instead of 16; |x·2^-e| <= ~448, and anything below the BF16
+// normal range is far below E4M3's first rounding step 2^-10) and the block amax on pairs; the E4M3
+// conversion still takes fp32 (unpacking is exact). Code 254 (2^-127, a BF16 subnormal) takes the fp32
+// path.
+__device__ void store_fp8_pairs(uint8_t* record, int dim, int lane_in_row,
+                                const uint32_t (&pairs)[kChannels / 2], bool active) {
+  float amax = pairs_amax(pairs);
+  amax = kv_fast::amax_combine(amax, __shfl_xor_sync(kFullMask, amax, 1));
+  const uint32_t code = pow2_scale_code_fast(amax, nm::kFp8AmaxFloor, nm::kInvE4m3Max);
+  uint32_t packed[4] = {0, 0, 0, 0};
+  if (code < 254u) {  // code 0xFF: the NaN scale of a poisoned block, all codes 0 as on the host
+    const uint32_t inverse = ((254u - code) << 7) * 0x10001u;
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      const uint32_t q0 = bf16x2_mul(pairs[2 * w], inverse), q1 = bf16x2_mul(pairs[2 * w + 1], inverse);
+      const uint32_t lo = kv_fast::e4m3x2_codes(__uint_as_float(q0 << 16), __uint_as_float(q0 & 0xffff0000u));
+      const uint32_t hi = kv_fast::e4m3x2_codes(__uint_as_float(q1 << 16), __uint_as_float(q1 & 0xffff0000u));
+      packed[w] = lo | (hi << 16);
+    }
+  } else if (code == 254u) {
+    const float inverse = pow2_scale_inverse(code);
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      const uint32_t p0 = pairs[2 * w], p1 = pairs[2 * w + 1];
+      const uint32_t lo = kv_fast::e4m3x2_codes(__fmul_rn(__uint_as_float(p0 << 16), inverse),
+                                                __fmul_rn(__uint_as_float(p0 & 0xffff0000u), inverse));
+      const uint32_t hi = kv_fast::e4m3x2_codes(__fmul_rn(__uint_as_float(p1 << 16), inverse),
+                                                __fmul_rn(__uint_as_float(p1 & 0xffff0000u), inverse));
+      packed[w] = lo | (hi << 16);
+    }
+  }
+  if (!active) return;
+  store_words<4>(record + lane_in_row * kChannels, packed);
+  if (lane_in_row % 2 == 0) record[dim + lane_in_row / 2] = static_cast<uint8_t>(code);
+}
+
 enum class RecordKind { kWindow, kEntry, kKey };
 
 // record_address with the page division by a multiply-high: for 32-bit n and 2 <= d < 2^32, floor(n / d) =
@@ -1363,30 +1400,46 @@ __global__ void __launch_bounds__(kThreads, kMinCtas) window_write_kernel(Window
   const RopeLane<kFaithful> rope_lane = RowLanes<kDim>().rope_lane(tables, a.rope.rope_dim);
   const size_t record_bytes = kFaithful ? nm::fp8_row_bytes(kDim) : kDim * sizeof(float);
   const int significand_bits = a.kv.type == RowType::kBf16 ? 8 : 24;
+  // rows from here on also go to the ring (none without one)
+  const int64_t ring_first = a.ring != nullptr ? a.n - a.ring_capacity : INT64_MAX;
   for_each_input_row<kDim>(
       a.n, a.kv, ring,
       [&](float(&x)[kChannels], const auto& reload, int64_t row, bool active, const RowLanes<kDim>& lanes) {
         const int64_t position = a.start + row;
         static_cast<void>(reload);  // unused in the load + FP8 + store ablation
-        if constexpr (!(kAblate & kAblateNormAndRope)) {
+        // The row's record (and ring slot) from its channels: fp32 x, or the faithful packed pairs.
+        const auto write = [&](const auto& chunk) {
+          const auto one = [&](uint8_t* record, bool store) {
+            if constexpr (std::is_same_v<std::remove_cv_t<std::remove_reference_t<decltype(chunk)>>,
+                                         uint32_t[kChannels / 2]>) {
+              store_fp8_pairs(record, kDim, lanes.lane_in_row, chunk, store);
+            } else {
+              store_record<RecordKind::kWindow, kFaithful>(record, kDim, lanes.lane_in_row, chunk, store);
+            }
+          };
+          if (a.records != nullptr) one(a.records + static_cast<size_t>(row) * record_bytes, active);
+          // The ring keeps only the chunk's last ring_capacity rows, as on the CPU (window_ring.cpp).
+          const bool to_ring = active && row >= ring_first;
+          if (__any_sync(kFullMask, to_ring)) {
+            const int64_t slot = position % a.ring_capacity;
+            one(a.ring + static_cast<size_t>(slot) * record_bytes, to_ring);
+            if (to_ring && lanes.lane_in_row == 0) a.ring_positions[slot] = position;
+          }
+        };
+        if constexpr (kAblate & kAblateNormAndRope) {
+          write(x);
+        } else {
           ChannelPair<kFaithful> pairs[kChannels / 2];
           rms_norm_chunk<kLanes, kFaithful>(x, reload, a.norm_weight, weights_bounded, a.eps, kDim,
                                             lanes.lane_in_row, lanes.first_lane, significand_bits, pairs,
                                             kAblate);
           if constexpr (!(kAblate & kAblateRope)) rope_chunk<kLanes, kFaithful>(pairs, position, rope_lane);
-          unpack_pairs(pairs, x);
-        }
-        if (a.records != nullptr) {
-          store_record<RecordKind::kWindow, kFaithful>(a.records + static_cast<size_t>(row) * record_bytes,
-                                                       kDim, lanes.lane_in_row, x, active);
-        }
-        // The ring keeps only the chunk's last ring_capacity rows, as on the CPU (window_ring.cpp).
-        const bool to_ring = active && a.ring != nullptr && row >= a.n - a.ring_capacity;
-        if (__any_sync(kFullMask, to_ring)) {
-          const int64_t slot = position % a.ring_capacity;
-          store_record<RecordKind::kWindow, kFaithful>(a.ring + static_cast<size_t>(slot) * record_bytes,
-                                                       kDim, lanes.lane_in_row, x, to_ring);
-          if (to_ring && lanes.lane_in_row == 0) a.ring_positions[slot] = position;
+          if constexpr (kFaithful) {
+            write(pairs);
+          } else {
+            unpack_pairs(pairs, x);
+            write(x);
+          }
         }
       });
 }
