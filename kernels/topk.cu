@@ -859,63 +859,84 @@ __global__ void __launch_bounds__(kMergeThreads)
   asm volatile("griddepcontrol.wait;" ::: "memory");  // the filter grid has completed, its writes visible
   TOPK_PHASE(13);
   const int64_t row = blockIdx.x;
-  const uint32_t lower = ws.lower[row];  // loaded with the counts: one memory latency for both
+  const uint32_t lower = ws.lower[row];  // loaded with the counts and the first candidates: one latency
   const uint32_t size = static_cast<int>(threadIdx.x) < chunks ? ws.counts[row * chunks + threadIdx.x] : 0u;
+  // The first `window` entries of every chunk (a power of two, window · chunks <= kCapacity) are loaded
+  // before the counts are known: slot s = thread + 1024·e is entry s mod window of chunk s / window. Entries
+  // past a chunk's count are dropped once the counts are in; chunks with more than `window` take the search
+  // below.
+  const uint2* kept = ws.kept + row * chunks * static_cast<int64_t>(kCapacity);
+  constexpr int kPerThread = kCapacity / kMergeThreads;
+  const int window_bits = 31 - __clz(static_cast<int>(kCapacity) / chunks);
+  uint2 early[kPerThread];
+#pragma unroll
+  for (int e = 0; e < kPerThread; ++e) {
+    const uint32_t slot = threadIdx.x + static_cast<uint32_t>(kMergeThreads * e);
+    const uint32_t c = slot >> window_bits, j = slot & ((1u << window_bits) - 1u);
+    early[e] =
+        c < static_cast<uint32_t>(chunks) ? kept[static_cast<int64_t>(c) * kCapacity + j] : make_uint2(0, 0);
+  }
   uint32_t total = 0;
   const uint32_t offset = block_exclusive_sum<kMergeThreads>(size, &total);
   // Past the last chunk the table reads "starts after every candidate": the searches need no bound check.
   offsets[threadIdx.x] = static_cast<int>(threadIdx.x) < chunks ? offset : 0xFFFFFFFFu;
-  __syncthreads();
+  const bool overflow = __syncthreads_or(size > (1u << window_bits));  // some chunk holds more
   int32_t* row_out = out + row * k;
   if (total > kCapacity || (static_cast<int64_t>(total) < k && lower != kLowestValidKey)) {
     select_row_radix<T, kMergeThreads>(scores + row * n, n, k, row_out, static_cast<uint32_t*>(nullptr));
     return;
   }
-  // Candidate p of the row is entry p − offsets[c] of chunk c, the last chunk with offsets[c] <= p (that
-  // one is not empty), found in a fixed number of halvings. A thread takes candidates p = thread + 1024·g in
-  // batches of kBatch (one batch holds every candidate) whose searches run step by step together
-  // (independent shared loads in flight, not one chain after another), then issues the batch's global loads
-  // before using any: one memory latency.
-  const uint2* kept = ws.kept + row * chunks * static_cast<int64_t>(kCapacity);
-  constexpr int kPerThread = kCapacity / kMergeThreads;
-  constexpr int kBatch = 8;
-  constexpr int kSearchSpan = 512;  // a power of two above the chunk count (<= kTargetCtas)
-  static_assert(kTargetCtas <= kSearchSpan && kSearchSpan <= kMergeThreads);
   uint32_t top = 0;  // candidates can lie above the sample's max
-  for (int g0 = 0; g0 < kPerThread; g0 += kBatch) {
-    if (static_cast<uint32_t>(kMergeThreads * g0) >= total) break;  // the same in every thread
-    int lo[kBatch];
-    uint32_t start[kBatch];  // offsets[lo[j]]
 #pragma unroll
-    for (int j = 0; j < kBatch; ++j) {
-      lo[j] = 0;
-      start[j] = 0;  // chunk 0 starts at 0
+  for (int e = 0; e < kPerThread; ++e) {
+    const uint32_t slot = threadIdx.x + static_cast<uint32_t>(kMergeThreads * e);
+    const uint32_t c = slot >> window_bits, j = slot & ((1u << window_bits) - 1u);
+    if (c >= static_cast<uint32_t>(chunks)) continue;
+    const uint32_t first = offsets[c], next = min(offsets[c + 1], total);  // the sentinel reads as total
+    if (first + j >= next) continue;
+    candidate_keys[first + j] = early[e].x;
+    candidate_indices[first + j] = static_cast<int32_t>(early[e].y);
+    top = max(top, early[e].x);
+  }
+  if (overflow) {  // the same in every thread
+    // Candidate p of the row is entry p − offsets[c] of chunk c, the last chunk with offsets[c] <= p (that
+    // one is not empty), found in a fixed number of halvings; those within the window are in place already.
+    // A thread takes candidates p = thread + 1024·g, g < 8, whose searches run step by step together
+    // (independent shared loads in flight), then issues their global loads before using any.
+    constexpr int kSearchSpan = 512;  // a power of two above the chunk count (<= kTargetCtas)
+    static_assert(kTargetCtas <= kSearchSpan && kSearchSpan <= kMergeThreads);
+    int lo[kPerThread];
+    uint32_t start[kPerThread];  // offsets[lo[g]]
+#pragma unroll
+    for (int g = 0; g < kPerThread; ++g) {
+      lo[g] = 0;
+      start[g] = 0;  // chunk 0 starts at 0
     }
 #pragma unroll
     for (int step = kSearchSpan / 2; step > 0; step >>= 1) {
 #pragma unroll
-      for (int j = 0; j < kBatch; ++j) {
-        const uint32_t p = threadIdx.x + static_cast<uint32_t>(kMergeThreads * (g0 + j));
-        const uint32_t o = offsets[lo[j] + step];  // unconditional: the batch's loads go out together
+      for (int g = 0; g < kPerThread; ++g) {
+        const uint32_t p = threadIdx.x + static_cast<uint32_t>(kMergeThreads * g);
+        const uint32_t o = offsets[lo[g] + step];  // unconditional: the loads go out together
         const bool after = o <= p;
-        lo[j] = after ? lo[j] + step : lo[j];
-        start[j] = after ? o : start[j];
+        lo[g] = after ? lo[g] + step : lo[g];
+        start[g] = after ? o : start[g];
       }
     }
-    uint2 entries[kBatch];
+    uint2 entries[kPerThread];
 #pragma unroll
-    for (int j = 0; j < kBatch; ++j) {
-      const uint32_t p = threadIdx.x + static_cast<uint32_t>(kMergeThreads * (g0 + j));
-      entries[j] =
-          p < total ? kept[static_cast<int64_t>(lo[j]) * kCapacity + (p - start[j])] : make_uint2(0, 0);
+    for (int g = 0; g < kPerThread; ++g) {
+      const uint32_t p = threadIdx.x + static_cast<uint32_t>(kMergeThreads * g);
+      const bool needed = p < total && p - start[g] >= (1u << window_bits);
+      entries[g] = needed ? kept[static_cast<int64_t>(lo[g]) * kCapacity + (p - start[g])] : make_uint2(0, 0);
     }
 #pragma unroll
-    for (int j = 0; j < kBatch; ++j) {
-      const uint32_t p = threadIdx.x + static_cast<uint32_t>(kMergeThreads * (g0 + j));
-      if (p >= total) continue;
-      candidate_keys[p] = entries[j].x;
-      candidate_indices[p] = static_cast<int32_t>(entries[j].y);
-      top = max(top, entries[j].x);
+    for (int g = 0; g < kPerThread; ++g) {
+      const uint32_t p = threadIdx.x + static_cast<uint32_t>(kMergeThreads * g);
+      if (p >= total || p - start[g] < (1u << window_bits)) continue;
+      candidate_keys[p] = entries[g].x;
+      candidate_indices[p] = static_cast<int32_t>(entries[g].y);
+      top = max(top, entries[g].x);
     }
   }
   top = block_max<kMergeThreads>(top);  // its barrier also publishes the gathered candidates
