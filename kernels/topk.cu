@@ -537,9 +537,6 @@ __device__ inline void place_flagged_dense(const uint32_t (&words)[kWords<T, N>]
 // candidates sit near the top of the row, so these distances spread over the bins), then the index-order
 // compaction; −1 pads. Keys are multiples of 2^kLowBits (BF16: 16), which the distances drop. `hist`: kBins
 // shared words, zeroed by the caller before a barrier (saves the first pass one). Once per kernel.
-constexpr uint32_t kFewBins = 64;
-constexpr uint32_t kNoBin = 0xFFFFFFFFu;
-
 template <int kThreads, int kLowBits>
 __device__ void select_candidates(const uint32_t* keys, const int32_t* indices, uint32_t count, int64_t k,
                                   uint32_t base, uint32_t top, int32_t* out, uint32_t* hist) {
@@ -556,25 +553,9 @@ __device__ void select_candidates(const uint32_t* keys, const int32_t* indices, 
     while (shift > 0) {
       const int low = max(shift - 11, 0);
       const uint32_t mask = (1u << (shift - low)) - 1u;
-      if (mask < kFewBins) {
-        // Few bins (BF16 rows: the top values repeat hundreds of times): a warp's atomics on one bin would
-        // serialize, so the lanes of a bin add their count with one atomic.
-        for (uint32_t base = 0; base < count; base += kThreads) {  // whole warps in every iteration
-          const uint32_t i = base + threadIdx.x;
-          uint32_t bin = kNoBin;
-          if (i < count) {
-            const uint32_t e = distance(keys[i]);
-            if ((static_cast<uint64_t>(e) >> shift) == prefix) bin = (e >> low) & mask;
-          }
-          const unsigned peers = __match_any_sync(~0u, bin);
-          if (bin != kNoBin && (threadIdx.x & 31u) == static_cast<unsigned>(__ffs(peers) - 1))
-            atomicAdd(&hist[bin], static_cast<uint32_t>(__popc(peers)));
-        }
-      } else {
-        for (uint32_t i = threadIdx.x; i < count; i += kThreads) {
-          const uint32_t e = distance(keys[i]);
-          if ((static_cast<uint64_t>(e) >> shift) == prefix) atomicAdd(&hist[(e >> low) & mask], 1u);
-        }
+      for (uint32_t i = threadIdx.x; i < count; i += kThreads) {
+        const uint32_t e = distance(keys[i]);
+        if ((static_cast<uint64_t>(e) >> shift) == prefix) atomicAdd(&hist[(e >> low) & mask], 1u);
       }
       __syncthreads();
       uint32_t digit = 0, remaining = 0;
