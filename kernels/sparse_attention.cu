@@ -910,18 +910,31 @@ __device__ inline void store_output(const float (&acc)[4 * kBlocks], int head0, 
 // channels dim0 + 8j + 2c (+1)) rounded to BF16 into `staging` (64 x 512 BF16, head row h at 1 KB·h, its
 // 16-byte chunk j at j ^ (h mod 8): conflict-free), then copied out in coalesced 16-byte stores. Round s4r0:
 // the fragments' direct 4-byte stores (store_output) took 7.3 us per CTA at b128.
+// Stored by stmatrix (four 8x8 BF16 blocks per instruction, the accumulator layout being the stmatrix
+// fragment layout): 16 stores per thread instead of 64 (the s5 profile: the epilogue's 834 instructions per
+// warp, run once, cold in the instruction cache).
+__device__ inline void stmatrix_x4(uint32_t address, const uint32_t (&r)[4]) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(address), "r"(r[0]),
+               "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+}
+
 __device__ inline void stage_output(const float (&o)[128], int head0, int dim0, uint8_t* staging) {
   const int lane = static_cast<int>(threadIdx.x) % 32;
-  const int g = lane / 4, c = lane % 4;
+  // lane l addresses row l mod 8 of block l / 8 of each store: blocks (j, rows g) (j, rows g+8) (j+1, g)
+  // (j+1, g+8); dim0 / 8 is a multiple of 8, so the swizzle only touches the chunk's low three bits
+  const int block = lane / 8, row = lane % 8;
+  const uint8_t* base = staging + (head0 + row + 8 * (block % 2)) * 1024 + (dim0 / 8) * 16;
 #pragma unroll
-  for (int j = 0; j < 32; ++j) {
+  for (int pair = 0; pair < 16; ++pair) {
+    const int chunk = 2 * pair + block / 2;
+    uint32_t r[4];
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int h = head0 + g + 8 * r;
-      const int chunk = dim0 / 8 + j;
-      *reinterpret_cast<uint32_t*>(staging + h * 1024 + ((chunk ^ (h & 7)) << 4) + 4 * c) =
-          bf16x2_bits(o[4 * j + 2 * r], o[4 * j + 2 * r + 1]);
+    for (int q = 0; q < 4; ++q) {
+      const int j = 2 * pair + q / 2, half = q % 2;
+      r[q] = bf16x2_bits(o[4 * j + 2 * half], o[4 * j + 2 * half + 1]);
     }
+    stmatrix_x4(smem_address(base + (((chunk & ~7) | ((chunk & 7) ^ row)) << 4)), r);
   }
 }
 
