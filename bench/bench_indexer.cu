@@ -106,10 +106,12 @@ int main() {
         const auto call = [&] { fc::index_scores(args, stream); };
         const double bytes = static_cast<double>(n * kKeyBytes + rows * n * 4);
         const double floor_ms = bytes / (copy_gbs * 1e9) * 1e3;
-        // A/B of session 5 round 1: _sepprep = the query preparation as a separate kernel (as before).
-        for (const bool separate : {false, true}) {
-          args.separate_preparation = separate;
-          const std::string variant = name + (separate ? "_sepprep" : "");
+        // A/B of session 5 round 1: _sepprep = the query preparation as a separate kernel (as before),
+        // _p6 = 6 key pipelines per CTA (768 threads at 80 registers) instead of 4.
+        for (const int variant_id : {0, 1, 2}) {
+          args.separate_preparation = variant_id == 1;
+          args.ab_pipelines = variant_id == 2 ? 6 : 0;
+          const std::string variant = name + (variant_id == 1 ? "_sepprep" : variant_id == 2 ? "_p6" : "");
           const double ms = fb::median_ms(stream, call);
           fb::print_result(kProgram, variant, ms * 1e3, "us", floor_ms / ms);
           const double queued_ms = queued_median_ms(stream, call);

@@ -162,13 +162,14 @@ void launch_exact_scores(const IndexScoringArgs& args, cudaStream_t stream) {
 
 constexpr int kFastDim = 128;
 constexpr int kFastBlocks = kFastDim / 32;
-// One CTA per SM: four independent key pipelines of 4 warps each (their own stages, barriers and tile
-// sequence), which share the query slots that all 16 warps prepare at the start. The preparation is part
-// of the scores kernel (one launch per call, no workspace); per SM it is done once for all four pipelines.
-constexpr int kPipelines = 4;
+// One CTA per SM: kPipelines independent key pipelines of 4 warps each (their own stages, barriers and
+// tile sequence), which share the query slots that all warps prepare at the start. The preparation is part
+// of the scores kernel (one launch per call, no workspace); per SM it is done once for all pipelines.
+constexpr int kPipelines = 4;  // 512 threads at 128 registers: the register file
 constexpr int kPipelineThreads = 128;
-constexpr int kFastThreads = kPipelines * kPipelineThreads;  // 512 at 128 registers: the register file
-constexpr int kFastWarps = kFastThreads / 32;
+// A/B of session 5 round 1 (bench only, IndexScoringArgs::ab_pipelines): 6 pipelines, 768 threads at 80
+// registers (the one-row kernel's loop has the same spill count at 80 registers as at 128).
+constexpr int kAbPipelines = 6;
 constexpr int kFastTileEntries = 128;                         // entries per pipeline stage; 32 per warp
 constexpr int kKeyBytes = 68;                                 // mxfp4_key_bytes(128)
 constexpr int kFastTileBytes = kFastTileEntries * kKeyBytes;  // 8704, a multiple of 16
@@ -533,19 +534,20 @@ constexpr int kPrepareBatch = 8;  // heads per warp whose loads are issued toget
 __device__ inline void code_query_heads(const FastArgs& a, int64_t row0, int rows, int heads, QuerySlots q,
                                         PrepareShared& p) {
   const int lane = threadIdx.x & 31, warp = static_cast<int>(threadIdx.x >> 5), items = rows * heads;
+  const int warps = static_cast<int>(blockDim.x >> 5);
   const int lane_word = fragment_word(0, lane);  // fragment_word(head, lane) = this + fragment_word(head, 0)
-  for (int base = warp; base < items; base += kFastWarps * kPrepareBatch) {
+  for (int base = warp; base < items; base += warps * kPrepareBatch) {
     float4 x[kPrepareBatch];
 #pragma unroll
     for (int i = 0; i < kPrepareBatch; ++i) {
-      const int item = base + i * kFastWarps;
+      const int item = base + i * warps;
       x[i] = item < items
                  ? reinterpret_cast<const float4*>(a.queries + (row0 * heads + item) * kFastDim)[lane]
                  : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
 #pragma unroll
     for (int i = 0; i < kPrepareBatch; ++i) {
-      const int item = base + i * kFastWarps;
+      const int item = base + i * warps;
       if (item >= items) break;
       const int r = item / heads, head = item - r * heads;
       PreparedHead h;
@@ -571,7 +573,7 @@ __device__ inline void code_query_heads(const FastArgs& a, int64_t row0, int row
 __device__ inline void finish_query_heads(int rows, int heads, QuerySlots q, PrepareShared& p) {
   const int lane = threadIdx.x & 31, warp = static_cast<int>(threadIdx.x >> 5);
   const int lane_word = fragment_word(0, lane);
-  for (int item = warp; item < rows * heads; item += kFastWarps) {
+  for (int item = warp; item < rows * heads; item += static_cast<int>(blockDim.x >> 5)) {
     const int r = item / heads, head = item - r * heads;
     const RowCoding row = row_coding(p, r, heads, lane);
     const bool narrow = row.span <= kNarrowSpan;
@@ -961,10 +963,11 @@ __device__ __noinline__ void score_exact_entries(const FastArgs& a, int records_
   a.scores[row * a.count + entry] = value;
 }
 
-// The query slots of a CTA with rows_cta rows (after the pipelines' stages in dynamic shared memory).
-__device__ inline QuerySlots query_slots(int rows_cta, int heads) {
+// The query slots of a CTA with `pipes` pipelines and rows_cta rows (after the pipelines' stages in
+// dynamic shared memory).
+__device__ inline QuerySlots query_slots(int pipes, int rows_cta, int heads) {
   QuerySlots q;
-  q.frags = reinterpret_cast<uint32_t*>(fast_smem + kPipelines * kFastStages * kFastTileBytes);
+  q.frags = reinterpret_cast<uint32_t*>(fast_smem + pipes * kFastStages * kFastTileBytes);
   q.starts = reinterpret_cast<int4*>(q.frags + rows_cta * heads * (kFastDim / 4));
   q.ws = reinterpret_cast<float2*>(q.starts + rows_cta * heads / 2);
   q.scales = reinterpret_cast<float*>(q.ws + rows_cta * heads / 2);
@@ -976,9 +979,9 @@ __device__ inline QuerySlots query_slots(int rows_cta, int heads) {
 // path. Rare and not inlined; it takes offsets, not pointers, so that the common path computes nothing for
 // it (generic pointers into shared memory cost 64-bit arithmetic and spills).
 __device__ __noinline__ void score_per_block_entries(const FastArgs& a, int records_offset, int64_t entry0,
-                                                     int64_t row, int r, int rows_cta, int heads,
+                                                     int64_t row, int r, int pipes, int rows_cta, int heads,
                                                      int span_q) {
-  const QuerySlots q = query_slots(rows_cta, heads);
+  const QuerySlots q = query_slots(pipes, rows_cta, heads);
   const auto* frags = reinterpret_cast<const uint2*>(q.frags + r * heads * (kFastDim / 4));
   for (int mt = 0; mt < 2; ++mt) {
     score_m_tile(a, fast_smem + records_offset + mt * 16 * kKeyBytes, entry0 + mt * 16, row, frags,
@@ -989,9 +992,11 @@ __device__ __noinline__ void score_per_block_entries(const FastArgs& a, int reco
 // kHeads: the head count when it is 32 (the V4.1 shape: the narrow-term loop unrolled, constant offsets),
 // else 0 (any multiple of 8 up to kMaxFastHeads, from the arguments).
 // kPrepareHere: the CTA prepares its query rows itself (else the A/B's separate preparation did). kOneRow:
-// one query row (decode): the row loop and its offsets fold away.
-template <int kHeads, bool kPrepareHere, bool kOneRow>
-__global__ void __launch_bounds__(kFastThreads, 1) fast_scores_kernel(const __grid_constant__ FastArgs a) {
+// one query row (decode): the row loop and its offsets fold away. kPipes: pipelines per CTA.
+template <int kHeads, bool kPrepareHere, bool kOneRow, int kPipes>
+__global__ void __launch_bounds__(kPipes* kPipelineThreads, 1)
+    fast_scores_kernel(const __grid_constant__ FastArgs a) {
+  constexpr int kThreads = kPipes * kPipelineThreads;
   const int64_t row0 = static_cast<int64_t>(blockIdx.y) * a.rows_per_cta;
   const int rows_cta = kOneRow ? 1 : a.rows_per_cta, heads = kHeads > 0 ? kHeads : a.heads;
   const int per_row = heads * kFastDim;
@@ -1000,20 +1005,20 @@ __global__ void __launch_bounds__(kFastThreads, 1) fast_scores_kernel(const __gr
   // Shared memory: each pipeline's stages, then the query slots of the CTA's rows (all that the scoring
   // reads of the queries, except the raw rows of the exact path).
   uint8_t* stages = fast_smem + pipeline * kFastStages * kFastTileBytes;  // kFastStages tiles
-  const QuerySlots q = query_slots(rows_cta, heads);
+  const QuerySlots q = query_slots(kPipes, rows_cta, heads);
   __shared__ PrepareShared prepare;
   __shared__ int row_fast[kFastRows], row_span[kFastRows];
   __shared__ int2 row_range[kFastRows];
   __shared__ int64_t row_visible[kFastRows];
-  __shared__ __align__(8) uint64_t stage_full[kPipelines][kFastStages];  // the stage's bulk copy complete
+  __shared__ __align__(8) uint64_t stage_full[kPipes][kFastStages];  // the stage's bulk copy complete
   const int rows = kOneRow ? 1 : static_cast<int>(min(static_cast<int64_t>(rows_cta), a.n - row0));
   // Tile counts in 32 bits: key_count < 2^31 · 128 (68-byte records). A tile from full_tiles on has a
   // partial last record or none past the end.
   const int tiles = static_cast<int>((a.count + kFastTileEntries - 1) / kFastTileEntries);
   const int full_tiles = static_cast<int>(a.count * kKeyBytes / kFastTileBytes);
   // The pipeline's tiles: first, first + pipelines, ...
-  const int first = static_cast<int>(blockIdx.x) * kPipelines + pipeline;
-  const int pipelines = static_cast<int>(gridDim.x) * kPipelines;
+  const int first = static_cast<int>(blockIdx.x) * kPipes + pipeline;
+  const int pipelines = static_cast<int>(gridDim.x) * kPipes;
   const uint32_t stage0 = shared_address(stages), full0 = shared_address(&stage_full[pipeline][0]);
   // Prologue: each pipeline's first kFastStages - 1 tiles in flight during the preparation.
   if (thread == 0) {
@@ -1024,7 +1029,7 @@ __global__ void __launch_bounds__(kFastThreads, 1) fast_scores_kernel(const __gr
       if (tile < tiles) issue_tile(a, tile, stage0 + s * kFastTileBytes, full0 + 8 * s);
     }
   }
-  for (int i = static_cast<int>(threadIdx.x); i < rows * heads; i += kFastThreads)
+  for (int i = static_cast<int>(threadIdx.x); i < rows * heads; i += kThreads)
     q.weights[i] = a.weights[row0 * heads + i];
   const int lane = threadIdx.x & 31, warp = static_cast<int>(threadIdx.x >> 5), g = lane >> 2, t = lane & 3;
   if (threadIdx.x < rows) row_visible[threadIdx.x] = a.visible[row0 + threadIdx.x];
@@ -1056,14 +1061,14 @@ __global__ void __launch_bounds__(kFastThreads, 1) fast_scores_kernel(const __gr
   } else {  // A/B: copy the separate preparation's results
     wait_for_previous_grid();
     const PreparedQueries& p = a.prepared;
-    for (int i = static_cast<int>(threadIdx.x); i < rows * per_row / 16; i += kFastThreads)
+    for (int i = static_cast<int>(threadIdx.x); i < rows * per_row / 16; i += kThreads)
       reinterpret_cast<uint4*>(q.frags)[i] = reinterpret_cast<const uint4*>(p.frags + row0 * per_row / 4)[i];
-    for (int i = static_cast<int>(threadIdx.x); i < rows * heads / 2; i += kFastThreads) {
+    for (int i = static_cast<int>(threadIdx.x); i < rows * heads / 2; i += kThreads) {
       const int2 even = p.terms[row0 * heads + 2 * i], odd = p.terms[row0 * heads + 2 * i + 1];
       q.starts[i] = make_int4(even.x, odd.x, even.x, odd.x);
       q.ws[i] = make_float2(__int_as_float(even.y), __int_as_float(odd.y));
     }
-    for (int i = static_cast<int>(threadIdx.x); i < rows * heads * kFastBlocks; i += kFastThreads)
+    for (int i = static_cast<int>(threadIdx.x); i < rows * heads * kFastBlocks; i += kThreads)
       q.scales[i] = p.scales[row0 * heads * kFastBlocks + i];
     if (threadIdx.x < rows) {
       row_fast[threadIdx.x] = p.fast[row0 + threadIdx.x];
@@ -1110,7 +1115,7 @@ __global__ void __launch_bounds__(kFastThreads, 1) fast_scores_kernel(const __gr
               q.starts + r * heads / 2, q.ws + r * heads / 2, heads, entry0, row0 + r, row_visible[r]);
           continue;
         }
-        score_per_block_entries(a, records_offset, entry0, row0 + r, r, rows_cta, heads, row_span[r]);
+        score_per_block_entries(a, records_offset, entry0, row0 + r, r, kPipes, rows_cta, heads, row_span[r]);
       }
     }
     pipeline_sync(pipeline);  // the stage is refilled next iteration
@@ -1121,10 +1126,10 @@ __global__ void __launch_bounds__(kFastThreads, 1) fast_scores_kernel(const __gr
   }
 }
 
-size_t fast_scores_smem(int heads, int rows_per_cta) {
+size_t fast_scores_smem(int pipes, int heads, int rows_per_cta) {
   // The pipelines' stages, then per row: fragments (128 B per head), starts (8 B per head), scaled
   // weights (4 B), block scales (16 B) and weights (4 B).
-  return static_cast<size_t>(kPipelines) * kFastStages * kFastTileBytes +
+  return static_cast<size_t>(pipes) * kFastStages * kFastTileBytes +
          static_cast<size_t>(rows_per_cta) * heads * (kFastDim + 8 + 4 + 4 * (kFastBlocks + 1));
 }
 
@@ -1176,50 +1181,61 @@ void* ab_workspace(size_t bytes) {
   return buffer.data;
 }
 
-template <int kHeads>
-void launch_fast_scores_for(const IndexScoringArgs& args, cudaStream_t stream) {
-  const int rows_per_cta = static_cast<int>(std::min<int64_t>(args.n, kFastRows));
-  const size_t smem = fast_scores_smem(args.heads, rows_per_cta);
-  static const bool configured = [] {
-    const int limit = static_cast<int>(fast_scores_smem(kMaxFastHeads, kFastRows));
-    for (const auto k : {fast_scores_kernel<kHeads, true, false>, fast_scores_kernel<kHeads, false, false>,
-                         fast_scores_kernel<kHeads, true, true>, fast_scores_kernel<kHeads, false, true>})
-      FKV_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
+// The CTAs of a row group split its tiles among their pipelines; one CTA per SM.
+template <int kHeads, bool kPrepareHere, bool kOneRow, int kPipes>
+void launch_scores_kernel(const IndexScoringArgs& args, const FastArgs& fast, cudaStream_t stream) {
+  const auto kernel = fast_scores_kernel<kHeads, kPrepareHere, kOneRow, kPipes>;
+  static const bool configured = [kernel] {
+    const int limit = static_cast<int>(fast_scores_smem(kPipes, kMaxFastHeads, kFastRows));
+    FKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
     return true;
   }();
   (void)configured;
-  // One CTA per SM (512 threads at 128 registers); the CTAs of a row group split its tiles among their
-  // pipelines.
-  const int64_t row_groups = (args.n + rows_per_cta - 1) / rows_per_cta;
+  const size_t smem = fast_scores_smem(kPipes, args.heads, fast.rows_per_cta);
+  const int64_t row_groups = (args.n + fast.rows_per_cta - 1) / fast.rows_per_cta;
   const int64_t tiles = (args.key_count + kFastTileEntries - 1) / kFastTileEntries;
   const int64_t per_group = std::max<int64_t>(1, sm_count() / row_groups);
-  const int64_t ctas = std::min((tiles + kPipelines - 1) / kPipelines, per_group);
+  const int64_t ctas = std::min((tiles + kPipes - 1) / kPipes, per_group);
   const dim3 grid(static_cast<unsigned>(ctas), static_cast<unsigned>(row_groups));
+  if constexpr (kPrepareHere) {
+    kernel<<<grid, kPipes * kPipelineThreads, smem, stream>>>(fast);
+    FKV_CUDA_CHECK_LAUNCH();
+  } else {
+    launch_after_previous(kernel, grid, kPipes * kPipelineThreads, smem, stream, fast);
+  }
+}
+
+template <int kHeads, bool kOneRow>
+void launch_fast_scores_for(const IndexScoringArgs& args, cudaStream_t stream) {
+  const int rows_per_cta = static_cast<int>(std::min<int64_t>(args.n, kFastRows));
   FastArgs fast{args.keys,  args.key_count, args.queries, args.head_weights,     args.n_visible,   args.n,
                 args.heads, args.scores,    rows_per_cta, args.force_exact_redo, PreparedQueries{}};
-  const bool one_row = args.n == 1;
-  if (!args.separate_preparation) {
-    const auto kernel =
-        one_row ? fast_scores_kernel<kHeads, true, true> : fast_scores_kernel<kHeads, true, false>;
-    kernel<<<grid, kFastThreads, smem, stream>>>(fast);
+  if (args.separate_preparation) {
+    fast.prepared = prepared_in(ab_workspace(prepared_layout(args.n, args.heads).total), args.n, args.heads);
+    prepare_queries_kernel<<<static_cast<unsigned>(args.n), kPrepareThreads, 0, stream>>>(
+        args.queries, args.head_weights, args.heads, fast.prepared);
     FKV_CUDA_CHECK_LAUNCH();
-    return;
+    launch_scores_kernel<kHeads, false, kOneRow, kPipelines>(args, fast, stream);
+  } else if (args.ab_pipelines == kAbPipelines) {
+    launch_scores_kernel<kHeads, true, kOneRow, kAbPipelines>(args, fast, stream);
+  } else {
+    launch_scores_kernel<kHeads, true, kOneRow, kPipelines>(args, fast, stream);
   }
-  fast.prepared = prepared_in(ab_workspace(prepared_layout(args.n, args.heads).total), args.n, args.heads);
-  prepare_queries_kernel<<<static_cast<unsigned>(args.n), kPrepareThreads, 0, stream>>>(
-      args.queries, args.head_weights, args.heads, fast.prepared);
-  FKV_CUDA_CHECK_LAUNCH();
-  launch_after_previous(
-      one_row ? fast_scores_kernel<kHeads, false, true> : fast_scores_kernel<kHeads, false, false>, grid,
-      kFastThreads, smem, stream, fast);
 }
 
 void launch_fast_scores(const IndexScoringArgs& args, cudaStream_t stream) {
   constexpr int kShapeHeads = 32;  // the V4.1 indexer
+  const bool one_row = args.n == 1;
   if (args.heads == kShapeHeads) {
-    launch_fast_scores_for<kShapeHeads>(args, stream);
+    if (one_row) {
+      launch_fast_scores_for<kShapeHeads, true>(args, stream);
+    } else {
+      launch_fast_scores_for<kShapeHeads, false>(args, stream);
+    }
+  } else if (one_row) {
+    launch_fast_scores_for<0, true>(args, stream);
   } else {
-    launch_fast_scores_for<0>(args, stream);
+    launch_fast_scores_for<0, false>(args, stream);
   }
 }
 

@@ -48,6 +48,9 @@ struct IndexScoringArgs {
   // A/B of session 5 round 1 (bench and tests only; removed after the round): the query preparation as a
   // separate kernel chained by programmatic dependent launch (as before) instead of inside the scores kernel.
   bool separate_preparation = false;
+  // A/B of session 5 round 1 (bench and tests only; removed after the round): 6 key pipelines per CTA
+  // (768 threads at 80 registers) instead of 4 (512 at 128); other values: the default.
+  int ab_pipelines = 0;
 };
 
 // One kernel launch on the tensor-core path (no scratch memory, no allocation).
