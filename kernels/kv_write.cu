@@ -434,49 +434,73 @@ struct PackedPairs {
   uint32_t w[kChannels / 2];
 };
 
+// The channels double_norm_bf16 left open (about 2^-15 of the declined ones): the CPU's expression with the
+// CPU's exact Σx². Its own out-of-line function, so that its sixteen channels and eight double partial sums
+// do not widen rms_norm_fallback's register footprint.
+template <int kLanes, typename Reload>
+__device__ __noinline__ PackedPairs open_channels(PackedPairs pairs, const Reload reload, const float* weight,
+                                                  double eps, int dim, int lane_in_row, int first_lane,
+                                                  int significand_bits, double any_order, uint32_t open) {
+  float y[kChannels];
+  reload(y);
+  const double mean_square =
+      mean_square_of(exact_sum_of_squares<kLanes>(y, any_order, first_lane, significand_bits), dim, eps);
+#pragma unroll
+  for (int i = 0; i < kChannels; ++i) {
+    if (open & (1u << i)) {
+      const uint32_t bits = cpu_norm_bf16(y[i], __ldg(weight + lane_in_row * kChannels + i), mean_square);
+      pairs.w[i / 2] =
+          i % 2 == 0 ? (pairs.w[i / 2] & 0xffff0000u) | bits : (pairs.w[i / 2] & 0xffffu) | (bits << 16);
+    }
+  }
+  return pairs;
+}
+
+// The row's register footprint is set by everything the kernel can call: ptxas keeps the caller's values
+// out of the registers its callees use, so a wide fallback (sixteen reloaded channels and sixteen weights in
+// registers, the exact sum's partials) forced the row loop to 80 registers and spills at 64 (round s5:
+// with an empty fallback the window and key kernels fit 64 registers without a spill). The fallback
+// therefore walks its channels one at a time with the reloaded row and the pairs in local memory (#pragma
+// unroll 1: dynamic indices), and the open channels go to open_channels.
 template <int kLanes, typename Reload>
 __device__ __noinline__ PackedPairs rms_norm_fallback(PackedPairs pairs, const Reload reload,
                                                       const float* weight, bool weights_bounded, double eps,
                                                       int dim, int lane_in_row, int first_lane,
                                                       int significand_bits, bool declined, double any_order,
                                                       float inverse_root) {
-  uint32_t(&packed)[kChannels / 2] = pairs.w;
-  const double inverse_root_d = newton_inverse_root(mean_square_of(any_order, dim, eps));  // as the fast path
-  float y[kChannels];
-  reload(y);
   uint32_t open = 0;  // bit i: channel i needs the exact path
   if (declined) {
-    float ws[kChannels];  // all loads first: one latency, not sixteen in a chain
+    const double inverse_root_d =
+        newton_inverse_root(mean_square_of(any_order, dim, eps));  // as the fast path
+    float y[kChannels];
+    reload(y);
+    uint16_t halves[kChannels];  // the lane's BF16 values, channel i at [i]
 #pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const float4 w = __ldg(reinterpret_cast<const float4*>(weight + lane_in_row * kChannels) + q);
-      ws[4 * q] = w.x, ws[4 * q + 1] = w.y, ws[4 * q + 2] = w.z, ws[4 * q + 3] = w.w;
+    for (int k = 0; k < kChannels / 2; ++k) {
+      halves[2 * k] = static_cast<uint16_t>(pairs.w[k]);
+      halves[2 * k + 1] = static_cast<uint16_t>(pairs.w[k] >> 16);
     }
-#pragma unroll
+    const float* lane_weights = weight + lane_in_row * kChannels;
+#pragma unroll 1
     for (int i = 0; i < kChannels; ++i) {
-      const float w = ws[i];
+      const float w = __ldg(lane_weights + i);
       if (!weights_bounded || norm_estimate_declined(norm_estimate(y[i], w, inverse_root))) {
         const uint32_t bits = double_norm_bf16(y[i], w, inverse_root_d);
         if (bits != kNormOpen) {
-          packed[i / 2] =
-              i % 2 == 0 ? (packed[i / 2] & 0xffff0000u) | bits : (packed[i / 2] & 0xffffu) | (bits << 16);
+          halves[i] = static_cast<uint16_t>(bits);
         } else {
           open |= 1u << i;
         }
       }
     }
+#pragma unroll
+    for (int k = 0; k < kChannels / 2; ++k) {
+      pairs.w[k] = halves[2 * k] | (static_cast<uint32_t>(halves[2 * k + 1]) << 16);
+    }
   }
   if (__any_sync(kFullMask, open != 0)) {
-    const double mean_square =
-        mean_square_of(exact_sum_of_squares<kLanes>(y, any_order, first_lane, significand_bits), dim, eps);
-#pragma unroll
-    for (int i = 0; i < kChannels; ++i) {
-      if (open & (1u << i)) {
-        const uint32_t bits = cpu_norm_bf16(y[i], __ldg(weight + lane_in_row * kChannels + i), mean_square);
-        packed[i / 2] =
-            i % 2 == 0 ? (packed[i / 2] & 0xffff0000u) | bits : (packed[i / 2] & 0xffffu) | (bits << 16);
-      }
-    }
+    pairs = open_channels<kLanes>(pairs, reload, weight, eps, dim, lane_in_row, first_lane, significand_bits,
+                                  any_order, open);
   }
   return pairs;
 }
