@@ -485,25 +485,52 @@ __device__ inline TileFlags tile_flags(const uint32_t (&words)[kWords<T, N>], fl
   return f;
 }
 
-// The key of an entry at or above a valid threshold (so neither NaN nor −∞): order_key without its NaN test,
-// the sign flip as one xor (−0 first made +0); BF16 keys with the low 16 bits cleared, as
-// order_key(uint16_t).
-template <typename T, int N>
-__device__ inline uint32_t candidate_key(const uint32_t (&words)[kWords<T, N>], int e) {
-  uint32_t u = __float_as_uint(entry_score<T, N>(words, e));
+// The key of a score (its float bits `u`) at or above a valid threshold (so neither NaN nor −∞): order_key
+// without its NaN test, the sign flip as one xor (−0 first made +0); BF16 keys with the low 16 bits cleared,
+// as order_key(uint16_t).
+template <typename T>
+__device__ inline uint32_t candidate_key_of(uint32_t u) {
   u = u == 0x80000000u ? 0u : u;
   const uint32_t flip = static_cast<uint32_t>(static_cast<int32_t>(u) >> 31) | 0x80000000u;
   return (u ^ flip) & (sizeof(T) == 2 ? 0xFFFF0000u : 0xFFFFFFFFu);
 }
 
-// emit(slot, key, index) for the thread's flagged entries, in index order from slot `position` on.
+template <typename T, int N>
+__device__ inline uint32_t candidate_key(const uint32_t (&words)[kWords<T, N>], int e) {
+  return candidate_key_of<T>(__float_as_uint(entry_score<T, N>(words, e)));
+}
+
+// words[w] for a run-time w < kWords: selects on w's bits, halving the candidates per bit (static indices,
+// so `words` stays in registers).
+template <int kSpan>
+__device__ inline uint32_t select_word(const uint32_t* words, int w) {
+  if constexpr (kSpan == 1) {
+    return words[0];
+  } else {
+    const uint32_t low = select_word<kSpan / 2>(words, w),
+                   high = select_word<kSpan / 2>(words + kSpan / 2, w);
+    return (w & (kSpan / 2)) != 0 ? high : low;
+  }
+}
+
+template <typename T, int N>
+__device__ inline uint32_t word_at(const uint32_t (&words)[kWords<T, N>], int w) {
+  static_assert((kWords<T, N> & (kWords<T, N> - 1)) == 0);
+  return select_word<kWords<T, N>>(words, w);
+}
+
+// emit(slot, key, index) for the thread's flagged entries, in index order from slot `position` on: one
+// iteration per flagged entry (lowest first), the entry fetched by word_at. Long rows flag few entries, so a
+// warp loops as often as its lane with the most, not once per entry position.
 template <typename T, int N, typename Emit>
 __device__ inline void place_flagged(const uint32_t (&words)[kWords<T, N>], uint32_t flags, int64_t first,
                                      uint32_t position, Emit emit) {
-  if (flags == 0) return;
-#pragma unroll
-  for (int e = 0; e < N; ++e) {  // static indices: `words` stays in registers
-    if ((flags >> e) & 1u) emit(position++, candidate_key<T, N>(words, e), first + e);
+  while (flags != 0) {
+    const int e = __ffs(flags) - 1;
+    flags &= flags - 1u;
+    const uint32_t w = word_at<T, N>(words, e * static_cast<int>(sizeof(T)) / 4);
+    const uint32_t bits = sizeof(T) == 4 ? w : ((e & 1) ? (w & 0xFFFF0000u) : (w << 16));  // as entry_score
+    emit(position++, candidate_key_of<T>(bits), first + e);
   }
 }
 
