@@ -53,11 +53,15 @@ constexpr int kThreads = 256;
 // Resident CTAs per SM the register allocation is capped for: a row is one long dependent chain, so
 // throughput comes from warps in flight (GPU round 3: 96 registers, 16 warps/SM, latency-bound at 28% of
 // copy).
-// Window and key kernels: <= 80 registers, 24 warps/SM (GPU round s4r2: window 44.6% of copy at 80 registers
-// vs 42.3% at 64, keys 20.8% vs 19.6%; 64 spilled in the row loop).
-constexpr int kWindowCtasPerSm = 3;
-constexpr int kCompressorCtasPerSm =
-    3;  // <= 80 registers: 24 warps/SM (four 16-channel fp32 inputs per lane)
+// Window, key and ratio-1 kernels: <= 64 registers, 32 warps/SM. Until session 5 the fallback's register
+// footprint made 64 spill in the row loop (s4r2: window 44.6% of copy at 80 registers vs 42.3% at 64); with
+// the lean fallback (rms_norm_fallback) they fit 64 without spills. The bench's A/B runs the 80-register
+// build ([80_regs]).
+// Clean rows (fp32 values, double angles) keep 3 CTAs: their double paths spill at 64.
+template <bool kFaithful>
+constexpr int kWindowCtasPerSm = kFaithful ? 4 : 3;
+template <bool kFaithful>
+constexpr int kCompressorCtasPerSm = kFaithful ? 4 : 3;
 constexpr unsigned kFullMask = 0xffffffffu;
 // A fast RMSNorm value this many fp32 ulps or fewer from a BF16 rounding midpoint takes the double path
 // (norm_estimate: the argument needs > 2.51; 3 declines 7 of every 65536 values, 5.4% of 512-channel rows;
@@ -68,8 +72,8 @@ constexpr uint32_t kMidpointMargin = 3;
 // registers and moves.
 constexpr unsigned kAblateRope = 1, kAblateNormFallback = 4, kAblateNormAndRope = 8;
 constexpr unsigned kAblateUncappedRegisters = 16;  // all three kernels, records still valid
-// the window (dim 512) and key (dim 128) kernels, faithful, at 4 CTAs per SM (64 registers): A/B
-constexpr unsigned kWindow64Registers = 32;
+// the window (dim 512) and key (dim 128) kernels, faithful, at 3 CTAs per SM (80 registers): A/B
+constexpr unsigned kWindow80Registers = 32;
 unsigned g_window_ablation = 0;
 
 // ---- row loads and stores -------------------------------------------------------------------------------
@@ -259,6 +263,25 @@ __device__ double ordered_sum_of_squares(const float (&x)[kChannels], int first_
                    __dadd_rn(__dadd_rn(partial[2], partial[6]), __dadd_rn(partial[3], partial[7])));
 }
 
+// ordered_sum_of_squares with its partial sums and the row in local memory (loops not unrolled): for the
+// rare open channels of a faithful row, where a small register footprint matters more than speed (see
+// rms_norm_fallback). Same operations in the same order.
+template <int kLanes>
+__device__ double ordered_sum_of_squares_lean(const float (&x)[kChannels], int first_lane) {
+  double partial[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
+#pragma unroll 1
+  for (int lane = 0; lane < kLanes; ++lane) {
+#pragma unroll 1
+    for (int j = 0; j < 8; ++j) {
+      const float a = __shfl_sync(kFullMask, x[j], first_lane + lane);
+      const float b = __shfl_sync(kFullMask, x[8 + j], first_lane + lane);
+      partial[j] = __dadd_rn(__dadd_rn(partial[j], square(a)), square(b));
+    }
+  }
+  return __dadd_rn(__dadd_rn(__dadd_rn(partial[0], partial[4]), __dadd_rn(partial[1], partial[5])),
+                   __dadd_rn(__dadd_rn(partial[2], partial[6]), __dadd_rn(partial[3], partial[7])));
+}
+
 // Σ x² of the row in any order (each square exact in double; every lane gets the same sum).
 template <int kLanes>
 __device__ double any_order_sum_of_squares(const float (&x)[kChannels]) {
@@ -274,7 +297,7 @@ __device__ double any_order_sum_of_squares(const float (&x)[kChannels]) {
 // BF16-valued rows, 24 for any fp32; 2^-149 for subnormals), so the any-order sum is the CPU's when it is
 // below 2^(52 + 2·lowest) for the row's smallest non-zero channel (see the header comment). A NaN or Inf
 // makes the sum fail that test. Called by all 32 lanes; the rows of a warp take the ordered path together.
-template <int kLanes>
+template <int kLanes, bool kLean = false>
 __device__ double exact_sum_of_squares(const float (&x)[kChannels], double any_order, int first_lane,
                                        int significand_bits) {
   // min over channels of (|bits| << 1) − 1: the smallest non-zero magnitude (zeros wrap to the maximum)
@@ -285,6 +308,7 @@ __device__ double exact_sum_of_squares(const float (&x)[kChannels], double any_o
   const int lowest = smallest == 0 ? -149 : smallest - 127 - (significand_bits - 1);
   const double bound = __hiloint2double((52 + 2 * lowest + 1023) << 20, 0);  // 2^(52 + 2·lowest), normal
   if (__all_sync(kFullMask, any_order < bound)) return any_order;
+  if constexpr (kLean) return ordered_sum_of_squares_lean<kLanes>(x, first_lane);
   return ordered_sum_of_squares<kLanes>(x, first_lane);
 }
 
@@ -443,14 +467,14 @@ __device__ __noinline__ PackedPairs open_channels(PackedPairs pairs, const Reloa
                                                   int significand_bits, double any_order, uint32_t open) {
   float y[kChannels];
   reload(y);
-  const double mean_square =
-      mean_square_of(exact_sum_of_squares<kLanes>(y, any_order, first_lane, significand_bits), dim, eps);
-#pragma unroll
+  const double mean_square = mean_square_of(
+      exact_sum_of_squares<kLanes, true>(y, any_order, first_lane, significand_bits), dim, eps);
+#pragma unroll 1
   for (int i = 0; i < kChannels; ++i) {
     if (open & (1u << i)) {
       const uint32_t bits = cpu_norm_bf16(y[i], __ldg(weight + lane_in_row * kChannels + i), mean_square);
-      pairs.w[i / 2] =
-          i % 2 == 0 ? (pairs.w[i / 2] & 0xffff0000u) | bits : (pairs.w[i / 2] & 0xffffu) | (bits << 16);
+      uint32_t& word = pairs.w[i / 2];
+      word = i % 2 == 0 ? (word & 0xffff0000u) | bits : (word & 0xffffu) | (bits << 16);
     }
   }
   return pairs;
@@ -1642,25 +1666,26 @@ struct WindowKernels {
     if constexpr (kDim == 512 && kFaithful) {  // the bench's stage ablations (V4 shape only)
       switch (g_window_ablation & 15u) {
         case kAblateRope:
-          return window_write_kernel<kDim, kFaithful, kWindowCtasPerSm, kAblateRope>;
+          return window_write_kernel<kDim, kFaithful, kWindowCtasPerSm<kFaithful>, kAblateRope>;
         case kAblateNormFallback:
-          return window_write_kernel<kDim, kFaithful, kWindowCtasPerSm, kAblateNormFallback>;
+          return window_write_kernel<kDim, kFaithful, kWindowCtasPerSm<kFaithful>, kAblateNormFallback>;
         case kAblateNormAndRope:
-          return window_write_kernel<kDim, kFaithful, kWindowCtasPerSm, kAblateNormAndRope>;
+          return window_write_kernel<kDim, kFaithful, kWindowCtasPerSm<kFaithful>, kAblateNormAndRope>;
         default:
           break;
       }
-      if (g_window_ablation & kWindow64Registers) return window_write_kernel<kDim, kFaithful, 4>;
+      if (g_window_ablation & kWindow80Registers) return window_write_kernel<kDim, kFaithful, 3>;
     }
     return uncapped_registers() ? window_write_kernel<kDim, kFaithful, 1>
-                                : window_write_kernel<kDim, kFaithful, kWindowCtasPerSm>;
+                                : window_write_kernel<kDim, kFaithful, kWindowCtasPerSm<kFaithful>>;
   }
 };
 template <int kDim, bool kFaithful>
 struct CompressorKernels {
   static auto get() {
-    return uncapped_registers() ? compressor_write_kernel<kDim, kFaithful, 1, 1>
-                                : compressor_write_kernel<kDim, kFaithful, kCompressorCtasPerSm, 1>;
+    return uncapped_registers()
+               ? compressor_write_kernel<kDim, kFaithful, 1, 1>
+               : compressor_write_kernel<kDim, kFaithful, kCompressorCtasPerSm<kFaithful>, 1>;
   }
 };
 // Ratio 2 holds four fp32 inputs per lane: its 80-register build spilled and ran slower than the compiler's
@@ -1673,10 +1698,10 @@ template <int kDim, bool kFaithful>
 struct KeyKernels {
   static auto get() {
     if constexpr (kDim == 128 && kFaithful) {  // bench A/B
-      if (g_window_ablation & kWindow64Registers) return index_key_write_kernel<kDim, kFaithful, 4>;
+      if (g_window_ablation & kWindow80Registers) return index_key_write_kernel<kDim, kFaithful, 3>;
     }
     return uncapped_registers() ? index_key_write_kernel<kDim, kFaithful, 1>
-                                : index_key_write_kernel<kDim, kFaithful, kWindowCtasPerSm>;
+                                : index_key_write_kernel<kDim, kFaithful, kWindowCtasPerSm<kFaithful>>;
   }
 };
 

@@ -108,7 +108,7 @@ void write_window_rows(const WindowWriteArgs& args, cudaStream_t stream);
 // wrong), to place the kernel's time: 1 RoPE, 4 the RMSNorm's double fallback, 8 RMSNorm and RoPE (load,
 // quantize, store only); faithful rows of dim 512 only (each is its own compiled kernel). 0 restores the
 // full kernel, 16 the kernels without the register cap, 32 the faithful window (dim 512) and key (dim 128)
-// kernels capped for 4 CTAs per SM (64 registers) instead of 3. Not thread-safe.
+// kernels capped for 3 CTAs per SM (80 registers) instead of 4. Not thread-safe.
 void set_window_ablation_for_bench(unsigned stages);
 
 // Diagnostics for tests only: later launches use at most `ctas` CTAs (0: as many as are resident), so every
