@@ -245,38 +245,26 @@ __device__ double square(float x) {
 // Σ x² of the row in the CPU's order: numerics.hpp dot(x, x, dim), eight partial sums over channel ≡ j (mod
 // 8) in ascending channel order, combined ((p0+p4)+(p1+p5))+((p2+p6)+(p3+p7)). Lane L of the row holds
 // channels 16L … 16L+15, so partial j takes lane 0's channels j and 8+j, then lane 1's, …: a serial scan
-// every lane of the row repeats (all get the same result).
-template <int kLanes>
+// every lane of the row repeats (all get the same result). kLean: the loops not unrolled, so the partial sums
+// and the row sit in local memory: for the rare open channels of a faithful row, where a small register
+// footprint matters more than speed (see rms_norm_fallback). Same operations in the same order.
+template <int kLanes, bool kLean = false>
 __device__ double ordered_sum_of_squares(const float (&x)[kChannels], int first_lane) {
-  double partial[8];
-#pragma unroll
-  for (int j = 0; j < 8; ++j) partial[j] = 0.0;
-  for (int lane = 0; lane < kLanes; ++lane) {
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const float a = __shfl_sync(kFullMask, x[j], first_lane + lane);
-      const float b = __shfl_sync(kFullMask, x[8 + j], first_lane + lane);
-      partial[j] = __dadd_rn(__dadd_rn(partial[j], square(a)), square(b));
-    }
-  }
-  return __dadd_rn(__dadd_rn(__dadd_rn(partial[0], partial[4]), __dadd_rn(partial[1], partial[5])),
-                   __dadd_rn(__dadd_rn(partial[2], partial[6]), __dadd_rn(partial[3], partial[7])));
-}
-
-// ordered_sum_of_squares with its partial sums and the row in local memory (loops not unrolled): for the
-// rare open channels of a faithful row, where a small register footprint matters more than speed (see
-// rms_norm_fallback). Same operations in the same order.
-template <int kLanes>
-__device__ double ordered_sum_of_squares_lean(const float (&x)[kChannels], int first_lane) {
+  constexpr int kUnroll = kLean ? 1 : 8;
   double partial[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
-#pragma unroll 1
-  for (int lane = 0; lane < kLanes; ++lane) {
-#pragma unroll 1
+  const auto add_lane = [&](int lane) {
+#pragma unroll(kUnroll)
     for (int j = 0; j < 8; ++j) {
       const float a = __shfl_sync(kFullMask, x[j], first_lane + lane);
       const float b = __shfl_sync(kFullMask, x[8 + j], first_lane + lane);
       partial[j] = __dadd_rn(__dadd_rn(partial[j], square(a)), square(b));
     }
+  };
+  if constexpr (kLean) {
+#pragma unroll 1
+    for (int lane = 0; lane < kLanes; ++lane) add_lane(lane);
+  } else {
+    for (int lane = 0; lane < kLanes; ++lane) add_lane(lane);
   }
   return __dadd_rn(__dadd_rn(__dadd_rn(partial[0], partial[4]), __dadd_rn(partial[1], partial[5])),
                    __dadd_rn(__dadd_rn(partial[2], partial[6]), __dadd_rn(partial[3], partial[7])));
@@ -308,8 +296,7 @@ __device__ double exact_sum_of_squares(const float (&x)[kChannels], double any_o
   const int lowest = smallest == 0 ? -149 : smallest - 127 - (significand_bits - 1);
   const double bound = __hiloint2double((52 + 2 * lowest + 1023) << 20, 0);  // 2^(52 + 2·lowest), normal
   if (__all_sync(kFullMask, any_order < bound)) return any_order;
-  if constexpr (kLean) return ordered_sum_of_squares_lean<kLanes>(x, first_lane);
-  return ordered_sum_of_squares<kLanes>(x, first_lane);
+  return ordered_sum_of_squares<kLanes, kLean>(x, first_lane);
 }
 
 // Σx²/d + eps as the CPU forms it: dim is a power of two, so the product with 1/d is its correctly rounded
