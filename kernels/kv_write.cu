@@ -74,6 +74,8 @@ constexpr unsigned kAblateRope = 1, kAblateNormFallback = 4, kAblateNormAndRope 
 constexpr unsigned kAblateUncappedRegisters = 16;  // all three kernels, records still valid
 // the window (dim 512) and key (dim 128) kernels, faithful, at 3 CTAs per SM (80 registers): A/B
 constexpr unsigned kWindow80Registers = 32;
+// the same kernels at 5 CTAs per SM (48 registers, 40 warps; they spill there): A/B
+constexpr unsigned kWindow48Registers = 64;
 unsigned g_window_ablation = 0;
 
 // ---- row loads and stores -------------------------------------------------------------------------------
@@ -1662,6 +1664,7 @@ struct WindowKernels {
           break;
       }
       if (g_window_ablation & kWindow80Registers) return window_write_kernel<kDim, kFaithful, 3>;
+      if (g_window_ablation & kWindow48Registers) return window_write_kernel<kDim, kFaithful, 5>;
     }
     return uncapped_registers() ? window_write_kernel<kDim, kFaithful, 1>
                                 : window_write_kernel<kDim, kFaithful, kWindowCtasPerSm<kFaithful>>;
@@ -1670,6 +1673,9 @@ struct WindowKernels {
 template <int kDim, bool kFaithful>
 struct CompressorKernels {
   static auto get() {
+    if constexpr (kDim == 512 && kFaithful) {  // bench A/B
+      if (g_window_ablation & kWindow80Registers) return compressor_write_kernel<kDim, kFaithful, 3, 1>;
+    }
     return uncapped_registers()
                ? compressor_write_kernel<kDim, kFaithful, 1, 1>
                : compressor_write_kernel<kDim, kFaithful, kCompressorCtasPerSm<kFaithful>, 1>;
@@ -1693,6 +1699,7 @@ struct KeyKernels {
   static auto get() {
     if constexpr (kDim == 128 && kFaithful) {  // bench A/B
       if (g_window_ablation & kWindow80Registers) return index_key_write_kernel<kDim, kFaithful, 3>;
+      if (g_window_ablation & kWindow48Registers) return index_key_write_kernel<kDim, kFaithful, 5>;
     }
     return uncapped_registers() ? index_key_write_kernel<kDim, kFaithful, 1>
                                 : index_key_write_kernel<kDim, kFaithful, kWindowCtasPerSm<kFaithful>>;
