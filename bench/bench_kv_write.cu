@@ -213,14 +213,7 @@ int main() try {
     fc::set_window_ablation_for_bench(stages);
     bench_window(262144, common, copy_gbs, stream, name);
   }
-  // A/B in the same run: other register caps (more registers, fewer warps per SM, or the reverse).
-  fc::set_window_ablation_for_bench(32);
-  bench_window(262144, common, copy_gbs, stream, "window_row_fp8[80_regs]");
-  bench_keys(262144, common, copy_gbs, stream, "index_key_mxfp4[80_regs]");
-  bench_entries(1, 262144, common, copy_gbs, stream, "entries_ratio1_nvfp4[80_regs]");
-  fc::set_window_ablation_for_bench(64);
-  bench_window(262144, common, copy_gbs, stream, "window_row_fp8[48_regs]");
-  bench_keys(262144, common, copy_gbs, stream, "index_key_mxfp4[48_regs]");
+  // A/B in the same run: the kernels without the register cap (more registers, fewer warps per SM).
   fc::set_window_ablation_for_bench(16);
   bench_window(262144, common, copy_gbs, stream, "window_row_fp8[uncapped_regs]");
   bench_entries(2, 262144, common, copy_gbs, stream, "entries_ratio2_nvfp4[uncapped_regs]");

@@ -55,8 +55,8 @@ constexpr int kThreads = 256;
 // copy).
 // Window, key and ratio-1 kernels: <= 64 registers, 32 warps/SM. Until session 5 the fallback's register
 // footprint made 64 spill in the row loop (s4r2: window 44.6% of copy at 80 registers vs 42.3% at 64); with
-// the lean fallback (rms_norm_fallback) they fit 64 without spills. The bench's A/B runs the 80-register
-// build ([80_regs]).
+// the lean fallback (rms_norm_fallback) they fit 64 without spills (round s5r1 A/B at 256K rows, 64 vs 80
+// vs 48 registers: window 46.9% / 44.2% / 43.5% of copy, keys 21.6 / 21.4 / 20.1, ratio 1 54.8 / 52.7).
 // Clean rows (fp32 values, double angles) keep 3 CTAs: their double paths spill at 64.
 template <bool kFaithful>
 constexpr int kWindowCtasPerSm = kFaithful ? 4 : 3;
@@ -72,10 +72,6 @@ constexpr uint32_t kMidpointMargin = 3;
 // registers and moves.
 constexpr unsigned kAblateRope = 1, kAblateNormFallback = 4, kAblateNormAndRope = 8;
 constexpr unsigned kAblateUncappedRegisters = 16;  // all three kernels, records still valid
-// the window (dim 512) and key (dim 128) kernels, faithful, at 3 CTAs per SM (80 registers): A/B
-constexpr unsigned kWindow80Registers = 32;
-// the same kernels at 5 CTAs per SM (48 registers, 40 warps; they spill there): A/B
-constexpr unsigned kWindow48Registers = 64;
 unsigned g_window_ablation = 0;
 
 // ---- row loads and stores -------------------------------------------------------------------------------
@@ -471,10 +467,12 @@ __device__ __noinline__ PackedPairs open_channels(PackedPairs pairs, const Reloa
 
 // The row's register footprint is set by everything the kernel can call: ptxas keeps the caller's values
 // out of the registers its callees use, so a wide fallback (sixteen reloaded channels and sixteen weights in
-// registers, the exact sum's partials) forced the row loop to 80 registers and spills at 64 (round s5:
-// with an empty fallback the window and key kernels fit 64 registers without a spill). The fallback
-// therefore walks its channels one at a time with the reloaded row and the pairs in local memory (#pragma
-// unroll 1: dynamic indices), and the open channels go to open_channels.
+// registers, the exact sum's partials) forced the row loop to 80 registers and spills at 64 (round s5: with
+// an empty fallback the window and key kernels fit 64 registers without a spill). The fallback therefore
+// keeps the reloaded row in local memory and finds its declined channels four at a time (one 16-byte
+// weight load per group), then redoes only those; the open channels go to open_channels. (Round s5r1's
+// version walked all sixteen channels with a dependent weight load each: the window kernel without the
+// fallback ran 17% faster, at 5.4% of rows declined.)
 template <int kLanes, typename Reload>
 __device__ __noinline__ PackedPairs rms_norm_fallback(PackedPairs pairs, const Reload reload,
                                                       const float* weight, bool weights_bounded, double eps,
@@ -483,32 +481,36 @@ __device__ __noinline__ PackedPairs rms_norm_fallback(PackedPairs pairs, const R
                                                       float inverse_root) {
   uint32_t open = 0;  // bit i: channel i needs the exact path
   if (declined) {
-    const double inverse_root_d =
-        newton_inverse_root(mean_square_of(any_order, dim, eps));  // as the fast path
     float y[kChannels];
     reload(y);
-    uint16_t halves[kChannels];  // the lane's BF16 values, channel i at [i]
-#pragma unroll
-    for (int k = 0; k < kChannels / 2; ++k) {
-      halves[2 * k] = static_cast<uint16_t>(pairs.w[k]);
-      halves[2 * k + 1] = static_cast<uint16_t>(pairs.w[k] >> 16);
-    }
     const float* lane_weights = weight + lane_in_row * kChannels;
+    uint32_t redo = 0;  // bit i: channel i's estimate is declined
 #pragma unroll 1
-    for (int i = 0; i < kChannels; ++i) {
-      const float w = __ldg(lane_weights + i);
-      if (!weights_bounded || norm_estimate_declined(norm_estimate(y[i], w, inverse_root))) {
-        const uint32_t bits = double_norm_bf16(y[i], w, inverse_root_d);
-        if (bits != kNormOpen) {
-          halves[i] = static_cast<uint16_t>(bits);
-        } else {
-          open |= 1u << i;
-        }
+    for (int g = 0; g < kChannels / 4; ++g) {
+      const float4 w = __ldg(reinterpret_cast<const float4*>(lane_weights) + g);
+      const float ws[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        if (!weights_bounded || norm_estimate_declined(norm_estimate(y[4 * g + k], ws[k], inverse_root)))
+          redo |= 1u << (4 * g + k);
       }
     }
+    const double inverse_root_d =
+        newton_inverse_root(mean_square_of(any_order, dim, eps));  // as the fast path
+    while (redo != 0) {
+      const int i = __ffs(static_cast<int>(redo)) - 1;
+      redo &= redo - 1;
+      const uint32_t bits = double_norm_bf16(y[i], __ldg(lane_weights + i), inverse_root_d);
+      if (bits == kNormOpen) {
+        open |= 1u << i;
+        continue;
+      }
 #pragma unroll
-    for (int k = 0; k < kChannels / 2; ++k) {
-      pairs.w[k] = halves[2 * k] | (static_cast<uint32_t>(halves[2 * k + 1]) << 16);
+      for (int k = 0; k < kChannels / 2; ++k) {  // word i / 2, without a dynamic register index
+        if (k == i / 2) {
+          pairs.w[k] = i % 2 == 0 ? (pairs.w[k] & 0xffff0000u) | bits : (pairs.w[k] & 0xffffu) | (bits << 16);
+        }
+      }
     }
   }
   if (__any_sync(kFullMask, open != 0)) {
@@ -1663,8 +1665,6 @@ struct WindowKernels {
         default:
           break;
       }
-      if (g_window_ablation & kWindow80Registers) return window_write_kernel<kDim, kFaithful, 3>;
-      if (g_window_ablation & kWindow48Registers) return window_write_kernel<kDim, kFaithful, 5>;
     }
     return uncapped_registers() ? window_write_kernel<kDim, kFaithful, 1>
                                 : window_write_kernel<kDim, kFaithful, kWindowCtasPerSm<kFaithful>>;
@@ -1673,34 +1673,21 @@ struct WindowKernels {
 template <int kDim, bool kFaithful>
 struct CompressorKernels {
   static auto get() {
-    if constexpr (kDim == 512 && kFaithful) {  // bench A/B
-      if (g_window_ablation & kWindow80Registers) return compressor_write_kernel<kDim, kFaithful, 3, 1>;
-    }
     return uncapped_registers()
                ? compressor_write_kernel<kDim, kFaithful, 1, 1>
                : compressor_write_kernel<kDim, kFaithful, kCompressorCtasPerSm<kFaithful>, 1>;
   }
 };
-// Ratio 2 holds four fp32 inputs per lane: its 80-register build spilled 384 B and ran slower than the
-// compiler's own allocation until session 4 (2 CTAs per SM; GPU round 2 at 256K tokens: 60.7% vs 65.5% of
-// copy). With the lean fallback the faithful build spills 24/32 B at 80 registers: 3 CTAs (24 warps) per SM;
-// the bench's [uncapped_regs] A/B runs the compiler's allocation (~90-103 registers, 2 CTAs).
+// Ratio 2 holds four fp32 inputs per lane: capped at 80 registers (3 CTAs per SM) it ran slower than the
+// compiler's own allocation (~90-103 registers, 2 CTAs) in session 3 (60.7% vs 65.5% of copy, spilling 384 B)
+// and again in round s5r1 with only 24/32 B spilled (52.0% vs 67.4%).
 template <int kDim, bool kFaithful>
 struct PoolingCompressorKernels {
-  static auto get() {
-    if constexpr (kFaithful) {
-      if (!uncapped_registers()) return compressor_write_kernel<kDim, kFaithful, 3, 2>;
-    }
-    return compressor_write_kernel<kDim, kFaithful, 1, 2>;
-  }
+  static auto get() { return compressor_write_kernel<kDim, kFaithful, 1, 2>; }
 };
 template <int kDim, bool kFaithful>
 struct KeyKernels {
   static auto get() {
-    if constexpr (kDim == 128 && kFaithful) {  // bench A/B
-      if (g_window_ablation & kWindow80Registers) return index_key_write_kernel<kDim, kFaithful, 3>;
-      if (g_window_ablation & kWindow48Registers) return index_key_write_kernel<kDim, kFaithful, 5>;
-    }
     return uncapped_registers() ? index_key_write_kernel<kDim, kFaithful, 1>
                                 : index_key_write_kernel<kDim, kFaithful, kWindowCtasPerSm<kFaithful>>;
   }
