@@ -3,10 +3,9 @@
 // at the phase boundaries; printed per shape as the median over a few calls, in ns from the first stamp of
 // the call (the global timer) and in SM cycles within a kernel (the clock). The library build has no stamps;
 // the timed numbers are bench_topk's. Phases: short kernel 0 start, 1 loads + max, 2 guess L, 3 flags
-// counted, 4 candidates placed, 5 radix passes, 6 end; long rows: sample kernel 8 start, 9 end; filter CTA
-// (0, 0) 10 start, 11 L read, 12 end; merge CTA 0 13 past its wait (the filter grid done), 14 gathered,
-// 5 radix passes, 15 end. Each shape's call is also timed (bench_topk's method) as built and with every
-// filter CTA taking its own sample, an A/B in one run.
+// counted, 4 candidates placed, 5 radix passes, 6 end; long rows: filter CTA (0, 0) 10 start, 11 L known
+// (its sample taken), 12 end; merge CTA 0 13 past its wait (the filter grid done), 14 gathered, 5 radix
+// passes, 15 end. Each shape's call is also timed (bench_topk's method) in the same run.
 #define FLASHKV_TOPK_PHASES 1
 // Own names for the entry points, so this copy never meets the library's.
 #define top_k_rows top_k_rows_phases
@@ -53,7 +52,6 @@ Stamps traced_call(fc::ScoreType type, int64_t rows, int64_t n, const void* scor
 // The first stamp of the kernel that stamps `slot` (slot 5 is the short kernel's or the merge kernel's).
 int kernel_origin(int slot, bool short_path) {
   if (slot <= 6) return short_path ? 0 : 13;
-  if (slot <= 9) return 8;
   return slot <= 12 ? 10 : 13;
 }
 
@@ -70,18 +68,10 @@ void trace_shape(fc::ScoreType type, int64_t n, int64_t rows, const void* scores
   for (int i = 0; i < 3; ++i) traced_call(type, rows, n, scores, out, workspace);  // warm-up
   std::vector<Stamps> calls;
   for (int i = 0; i < kCalls; ++i) calls.push_back(traced_call(type, rows, n, scores, out, workspace));
-  // A/B in the same run: the call's median time with the sample kernel (three launches where filter CTAs
-  // take several tiles) and with every filter CTA taking its own sample (two launches).
-  double ab_ms[2] = {0.0, 0.0};
-  for (int variant = 0; variant < 2; ++variant) {
-    fc::topk_own_sample_always = variant == 1;
-    ab_ms[variant] = fb::median_ms(nullptr, [&] {
-      fc::top_k_rows_phases(scores, type, rows, n, kK, out, workspace.as<void>(), workspace.bytes(), nullptr);
-    });
-  }
-  fc::topk_own_sample_always = false;
-  std::printf("  %-28s as built %.1f us, own sample in every filter CTA %.1f us\n", name.c_str(),
-              ab_ms[0] * 1e3, ab_ms[1] * 1e3);
+  const double ms = fb::median_ms(nullptr, [&] {
+    fc::top_k_rows_phases(scores, type, rows, n, kK, out, workspace.as<void>(), workspace.bytes(), nullptr);
+  });
+  std::printf("  %-28s timed %.1f us\n", name.c_str(), ms * 1e3);
   std::printf("  %-28s", name.c_str());
   for (int slot = 0; slot < kSlots; ++slot) {
     if (calls[0][slot][0] == 0) continue;

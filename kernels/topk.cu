@@ -41,14 +41,10 @@ __device__ unsigned long long topk_phase_stamps[32][2];
       topk_phase_stamps[slot][1] = static_cast<unsigned long long>(clock64()); \
     }                                                                          \
   } while (0)
-// bench_topk_phases: every filter CTA takes its own sample (two launches) also where CTAs take several tiles,
-// for an A/B against the sample kernel in one run.
-bool topk_own_sample_always = false;
 #else
 #define TOPK_PHASE(slot) \
   do {                   \
   } while (0)
-constexpr bool topk_own_sample_always = false;
 #endif
 
 constexpr int kBins = 2048;                    // 11-bit digits
@@ -292,6 +288,12 @@ __global__ void __launch_bounds__(kRowThreads)
 // Distances d = max_key - key in 240 log-scale buckets: exact below 8, then 8 buckets per octave (each
 // 12.5% of its distance wide), so the top of any distribution is resolved finely.
 constexpr int kDistanceBuckets = 256;
+// The histogram keeps bucket b in word b + b / 8: lane l's eight buckets 8l..8l+7 start at word 9l, so a
+// warp reading them (rank_bucket, by every warp) hits 32 different banks.
+constexpr int kHistogramWords = kDistanceBuckets + kDistanceBuckets / 8;
+__device__ inline uint32_t histogram_word(uint32_t bucket) {
+  return bucket + (bucket >> 3);
+}
 constexpr uint32_t kEveryBucket = 255;
 
 // Without branches (every sample of the guess takes it): for d >= 8 with top bit e, d truncated to a float
@@ -325,8 +327,13 @@ __device__ inline uint32_t sample_rank(int64_t k, int64_t samples, int64_t n) {
 __device__ uint32_t rank_bucket(const uint32_t* hist, uint32_t rank) {
   static_assert(kDistanceBuckets == 32 * 8);
   const unsigned lane = threadIdx.x & 31u;
+  uint32_t counts[8];
   uint32_t local = 0;
-  for (unsigned i = 0; i < 8; ++i) local += hist[lane * 8 + i];
+#pragma unroll
+  for (unsigned i = 0; i < 8; ++i) {
+    counts[i] = hist[lane * 9 + i];  // buckets 8·lane + i (see histogram_word)
+    local += counts[i];
+  }
   uint32_t inclusive = local;
   for (unsigned offset = 1; offset < 32; offset <<= 1) {
     const uint32_t other = __shfl_up_sync(~0u, inclusive, offset);
@@ -335,12 +342,10 @@ __device__ uint32_t rank_bucket(const uint32_t* hist, uint32_t rank) {
   uint32_t found = kEveryBucket;
   if (inclusive >= rank && inclusive - local < rank) {
     uint32_t cumulative = inclusive - local;
+#pragma unroll
     for (unsigned i = 0; i < 8; ++i) {
-      cumulative += hist[lane * 8 + i];
-      if (cumulative >= rank) {
-        found = lane * 8 + i;
-        break;
-      }
+      cumulative += counts[i];
+      if (cumulative >= rank && found == kEveryBucket) found = lane * 8 + i;
     }
   }
   return __reduce_min_sync(~0u, found);
@@ -637,14 +642,14 @@ __global__ void __launch_bounds__(kShortThreads, 1)
     top_k_short_kernel(const T* scores, int64_t n, int64_t k, int32_t* out) {
   extern __shared__ uint32_t candidate_keys[];
   int32_t* candidate_indices = reinterpret_cast<int32_t*>(candidate_keys + n);
-  __shared__ uint32_t sample_hist[kDistanceBuckets];
+  __shared__ uint32_t sample_hist[kHistogramWords];
   __shared__ uint32_t select_hist[kBins];
   __shared__ uint32_t warp_counts[2][kShortWarps];
   TOPK_PHASE(0);
   const int64_t row = blockIdx.x;
   const T* data = scores + row * n;
   const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
-  for (int b = threadIdx.x; b < kDistanceBuckets; b += kShortThreads) sample_hist[b] = 0;
+  for (int b = threadIdx.x; b < kHistogramWords; b += kShortThreads) sample_hist[b] = 0;
   for (int b = threadIdx.x; b < kBins; b += kShortThreads) select_hist[b] = 0;
   const int64_t samples = min(n, static_cast<int64_t>(kShortThreads));
   uint32_t words[kWords<T, kShortItems>];
@@ -657,7 +662,7 @@ __global__ void __launch_bounds__(kShortThreads, 1)
   const uint32_t max_key =
       block_max<kShortThreads>(order_key(local_max) & (sizeof(T) == 2 ? 0xFFFF0000u : 0xFFFFFFFFu));
   TOPK_PHASE(1);
-  if (valid_key(sample)) atomicAdd(&sample_hist[distance_bucket(max_key - sample)], 1u);
+  if (valid_key(sample)) atomicAdd(&sample_hist[histogram_word(distance_bucket(max_key - sample))], 1u);
   __syncthreads();
   // Every warp reads the histogram itself (no second barrier to hand one warp's result to the others).
   uint32_t lower = lower_key(max_key, rank_bucket(sample_hist, sample_rank(k, samples, n)));
@@ -698,7 +703,6 @@ constexpr int kFilterItems = 64 / static_cast<int>(sizeof(T));
 constexpr int kFilterWarps = kFilterThreads / 32;
 template <typename T>
 constexpr int64_t kFilterTile = static_cast<int64_t>(kFilterThreads) * kFilterItems<T>;
-constexpr int kSampleThreads = 1024;            // the sample kernel: one CTA per row
 constexpr int64_t kSamples = 8192;              // at most 256 runs of 32 consecutive entries
 constexpr uint32_t kCapacity = 8192;            // candidates per row (and per chunk)
 constexpr int64_t kFilterMaxK = kCapacity / 4;  // a guess for 2k stays well inside it
@@ -739,8 +743,8 @@ __device__ inline void load_sample(const T* data, int64_t n, int64_t k, RowSampl
 template <typename T, int kThreads>
 __device__ uint32_t sampled_lower_key(const RowSample<T, kThreads>& sample, int64_t n, int64_t k) {
   constexpr int kPerThread = static_cast<int>(kSamples / kThreads);
-  __shared__ uint32_t hist[kDistanceBuckets];
-  for (int b = threadIdx.x; b < kDistanceBuckets; b += kThreads) hist[b] = 0;
+  __shared__ uint32_t hist[kHistogramWords];
+  for (int b = threadIdx.x; b < kHistogramWords; b += kThreads) hist[b] = 0;
   const int64_t count = sample_count(n, k);
   const int per_thread = static_cast<int>(count / kThreads);
   uint32_t keys[kPerThread];
@@ -753,25 +757,10 @@ __device__ uint32_t sampled_lower_key(const RowSample<T, kThreads>& sample, int6
   const uint32_t max_key = block_max<kThreads>(local_max);
 #pragma unroll
   for (int i = 0; i < kPerThread; ++i) {
-    if (valid_key(keys[i])) atomicAdd(&hist[distance_bucket(max_key - keys[i])], 1u);
+    if (valid_key(keys[i])) atomicAdd(&hist[histogram_word(distance_bucket(max_key - keys[i]))], 1u);
   }
   __syncthreads();
   return lower_key(max_key, rank_bucket(hist, sample_rank(k, count, n)));
-}
-
-// Row blockIdx.x: L into lower[row], once per row for rows whose filter CTAs take several tiles (there the
-// sample in every CTA cost about a tile). The filter kernel may start at once (programmatic dependent
-// launch): it loads its first tile, then waits for this grid.
-template <typename T>
-__global__ void __launch_bounds__(kSampleThreads)
-    top_k_sample_kernel(const T* scores, int64_t n, int64_t k, uint32_t* lower) {
-  TOPK_PHASE(8);
-  asm volatile("griddepcontrol.launch_dependents;");
-  RowSample<T, kSampleThreads> sample;
-  load_sample<T, kSampleThreads>(scores + static_cast<int64_t>(blockIdx.x) * n, n, k, sample);
-  const uint32_t l = sampled_lower_key<T, kSampleThreads>(sample, n, k);
-  if (threadIdx.x == 0) lower[blockIdx.x] = l;
-  TOPK_PHASE(9);
 }
 
 // One tile of the filter: this thread's words of it tested against the threshold, the warps' counts exchanged
@@ -797,10 +786,10 @@ __device__ inline uint32_t filter_tile(const uint32_t (&current)[kWords<T, kFilt
 }
 
 // CTA (chunk c, row r): keeps the entries >= L of scores[r, c·chunk, min(n, (c+1)·chunk)) in index order (the
-// first kCapacity of them) and counts them. The scores are read once, in coalesced tiles. L is the sample
-// kernel's (ws.lower[r]), or with kOwnSample (one-tile chunks: a third launch would cost more than the
-// sample's copy in every CTA) the CTA's own, CTA 0 of the row storing it for the merge kernel.
-template <typename T, int V, bool kOwnSample>
+// first kCapacity of them) and counts them. The scores are read once, in coalesced tiles. Every CTA takes
+// the row's sample itself (the same L in all; CTA 0 of the row stores it for the merge kernel): s5r1's
+// same-run A/B had this faster than a sample kernel ahead of the filter (a third launch) on every shape.
+template <typename T, int V>
 __global__ void __launch_bounds__(kFilterThreads, 2)
     top_k_filter_kernel(const T* scores, int64_t n, int64_t k, int64_t chunk, FilterWorkspace ws) {
   __shared__ uint32_t warp_counts[2][kFilterWarps];
@@ -812,24 +801,16 @@ __global__ void __launch_bounds__(kFilterThreads, 2)
   const T* data = scores + row * n;
   const int64_t begin = static_cast<int64_t>(blockIdx.x) * chunk;
   const int64_t end = min(n, begin + chunk);
-  // The first tile's loads go out before L is known (they do not depend on it; an own sample's loads go
-  // first, as it is needed first), each later tile's while the previous one is compacted: the memory
-  // latency is not exposed once per tile.
+  // The sample's loads go out first (it is needed first), then the first tile's (they do not depend on L);
+  // each later tile's while the previous one is tested: the memory latency is not exposed once per tile.
   constexpr int kN = kFilterItems<T>;
   constexpr int64_t kTile = kFilterTile<T>;
   uint32_t raw[kWords<T, kN>];
-  uint32_t lower = 0;
-  if constexpr (kOwnSample) {
-    RowSample<T, kFilterThreads> sample;
-    load_sample<T, kFilterThreads>(data, n, k, sample);
-    load_tile<T, kN, V, kFilterThreads>(data, begin, end, raw);
-    lower = sampled_lower_key<T, kFilterThreads>(sample, n, k);
-    if (threadIdx.x == 0 && blockIdx.x == 0) ws.lower[row] = lower;
-  } else {
-    load_tile<T, kN, V, kFilterThreads>(data, begin, end, raw);
-    asm volatile("griddepcontrol.wait;" ::: "memory");  // the sample grid has completed: L is in ws.lower
-    lower = ws.lower[row];
-  }
+  RowSample<T, kFilterThreads> sample;
+  load_sample<T, kFilterThreads>(data, n, k, sample);
+  load_tile<T, kN, V, kFilterThreads>(data, begin, end, raw);
+  const uint32_t lower = sampled_lower_key<T, kFilterThreads>(sample, n, k);
+  if (threadIdx.x == 0 && blockIdx.x == 0) ws.lower[row] = lower;
   // Entries are flagged by a float comparison (no key per entry; keys only for the candidates).
   const float lower_score = threshold_score<T>(lower);
   TOPK_PHASE(11);
@@ -1062,25 +1043,11 @@ void launch(const T* scores, int64_t rows, int64_t n, int64_t k, int32_t* out, v
       const int64_t chunks = filter_chunks(rows, n, kTile);
       const int64_t chunk = filter_chunk(rows, n, kTile);
       const dim3 grid(static_cast<unsigned>(chunks), grid_rows);
-      const bool aligned = vector_aligned(scores, n);
-      // One tile per CTA: each takes the sample itself (two launches, not three).
-      if (chunk == kTile || topk_own_sample_always) {
-        if (aligned)
-          top_k_filter_kernel<T, kVector<T>, true>
-              <<<grid, kFilterThreads, 0, stream>>>(scores, n, k, chunk, ws);
-        else
-          top_k_filter_kernel<T, 1, true><<<grid, kFilterThreads, 0, stream>>>(scores, n, k, chunk, ws);
-        FKV_CUDA_CHECK_LAUNCH();
-      } else {
-        top_k_sample_kernel<T><<<grid_rows, kSampleThreads, 0, stream>>>(scores, n, k, ws.lower);
-        FKV_CUDA_CHECK_LAUNCH();
-        if (aligned)
-          launch_dependent(top_k_filter_kernel<T, kVector<T>, false>, grid, kFilterThreads, 0, stream, scores,
-                           n, k, chunk, ws);
-        else
-          launch_dependent(top_k_filter_kernel<T, 1, false>, grid, kFilterThreads, 0, stream, scores, n, k,
-                           chunk, ws);
-      }
+      if (vector_aligned(scores, n))
+        top_k_filter_kernel<T, kVector<T>><<<grid, kFilterThreads, 0, stream>>>(scores, n, k, chunk, ws);
+      else
+        top_k_filter_kernel<T, 1><<<grid, kFilterThreads, 0, stream>>>(scores, n, k, chunk, ws);
+      FKV_CUDA_CHECK_LAUNCH();
       launch_dependent(top_k_merge_kernel<T>, dim3(grid_rows), kMergeThreads,
                        kCapacity * 2 * sizeof(uint32_t), stream, scores, n, k, out, static_cast<int>(chunks),
                        ws);

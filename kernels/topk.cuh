@@ -9,9 +9,9 @@
 // index-order compaction runs on those candidates only. The guess is verified, never trusted: with at least
 // k entries >= L the top k are all candidates; otherwise every valid entry is taken (short rows) or the row
 // takes the exact radix select over all its entries (long rows). Rows of n <= 16384 take one CTA each with
-// the row in registers (one launch); longer rows a sample kernel (one CTA per row: L), a filter kernel over
-// chunks (several CTAs per row, vector loads when rows are 16-byte aligned) and a merge kernel (one CTA per
-// row), chained as programmatic dependent launches; k > 2048 with n > 16384 takes the whole-row radix select.
+// the row in registers (one launch); longer rows a filter kernel over chunks (several CTAs per row, each
+// taking the row's sample for L; vector loads when rows are 16-byte aligned) and a merge kernel (one CTA per
+// row) as its programmatic dependent launch; k > 2048 with n > 16384 takes the whole-row radix select.
 //
 // Contract: scores, out and workspace are device pointers; scores is [rows, n] row-major (fp32, or BF16 as
 // raw uint16 bits), out is [rows, k] int32. 0 <= k, n <= 2^31 - 1, rows >= 0. The workspace must hold

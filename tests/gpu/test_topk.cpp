@@ -154,8 +154,8 @@ TEST_CASE("gpu top-k equals the CPU top-k on every shape and score distribution"
   // path and the distributions richest in ties and specials.
   // Rows of a multiple of 8 entries (16-byte aligned) take the filter's vector loads, the others scalar
   // loads: both, with whole and partial last tiles (filter tiles: 8192 fp32 / 16384 BF16 entries). Filter
-  // CTAs of one tile take their own sample, of more tiles the sample kernel's (fp32: 33 x 65544,
-  // 67 x 40001; both types: 90 x 49160 aligned, and at full scale 140 x 50001).
+  // CTAs take one tile, or several where rows are many (fp32: 33 x 65544, 67 x 40001; both types:
+  // 90 x 49160 aligned, and at full scale 140 x 50001).
   std::vector<Shape> shapes = {{1, 1, 1},        {3, 100, 512},   {5, 1000, 17},   {2, 16387, 512},
                                {2, 70001, 2048}, {5, 65537, 512}, {133, 301, 64},  {2, 20001, 3000},
                                {1, 16384, 512},  {2, 65536, 512}, {3, 65544, 512}, {33, 65544, 512},
