@@ -80,6 +80,7 @@ int main() {
     const int64_t query_rows = kMaxRows * kHeads;
     fb::DeviceBuffer queries(query_rows * kDim * 4), query_records(query_rows * kKeyBytes);
     fb::DeviceBuffer weights(kMaxRows * kHeads * 4), visible(kMaxRows * 8), scores(kMaxRows * kMaxKeys * 4);
+    fb::DeviceBuffer workspace(fc::index_scores_workspace_bytes(kMaxRows, kHeads));
     fb::fill_random(queries.as<float>(), query_rows * kDim, 32, 1.0f, stream);
     fc::quantize_mxfp4_keys(queries.as<float>(), query_rows, kDim, query_records.as<uint8_t>(), stream);
     fc::dequantize_mxfp4_keys(query_records.as<uint8_t>(), query_rows, kDim, queries.as<float>(), stream);
@@ -103,20 +104,15 @@ int main() {
         args.n_visible = visible.as<int64_t>();
         args.scores = scores.as<float>();
         args.faithful = true;
+        args.workspace = workspace.as<void>();
+        args.workspace_bytes = workspace.bytes();
         const auto call = [&] { fc::index_scores(args, stream); };
         const double bytes = static_cast<double>(n * kKeyBytes + rows * n * 4);
         const double floor_ms = bytes / (copy_gbs * 1e9) * 1e3;
-        // A/B of session 5 round 1: _sepprep = the query preparation as a separate kernel (as before),
-        // _p6 = 6 key pipelines per CTA (768 threads at 80 registers) instead of 4.
-        for (const int variant_id : {0, 1, 2}) {
-          args.separate_preparation = variant_id == 1;
-          args.ab_pipelines = variant_id == 2 ? 6 : 0;
-          const std::string variant = name + (variant_id == 1 ? "_sepprep" : variant_id == 2 ? "_p6" : "");
-          const double ms = fb::median_ms(stream, call);
-          fb::print_result(kProgram, variant, ms * 1e3, "us", floor_ms / ms);
-          const double queued_ms = queued_median_ms(stream, call);
-          fb::print_result(kProgram, variant + "_queued", queued_ms * 1e3, "us", floor_ms / queued_ms);
-        }
+        const double ms = fb::median_ms(stream, call);
+        fb::print_result(kProgram, name, ms * 1e3, "us", floor_ms / ms);
+        const double queued_ms = queued_median_ms(stream, call);
+        fb::print_result(kProgram, name + "_queued", queued_ms * 1e3, "us", floor_ms / queued_ms);
       }
     }
     FKV_CUDA_CHECK(cudaStreamDestroy(stream));

@@ -163,13 +163,13 @@ void launch_exact_scores(const IndexScoringArgs& args, cudaStream_t stream) {
 constexpr int kFastDim = 128;
 constexpr int kFastBlocks = kFastDim / 32;
 // One CTA per SM: kPipelines independent key pipelines of 4 warps each (their own stages, barriers and
-// tile sequence), which share the query slots that all warps prepare at the start. The preparation is part
-// of the scores kernel (one launch per call, no workspace); per SM it is done once for all pipelines.
+// tile sequence), which share the query slots in shared memory. One query row (decode) is prepared by all
+// warps of the CTA at the start (one launch per call, no workspace; per SM once for all pipelines); more
+// rows by a preparation kernel of their own (see prepare_queries_kernel).
+// Measured (s5r1): 6 pipelines (768 threads at 80 registers, no extra spills) were no faster (1M b1 51.5 vs
+// 51.6 us, b4 124.6 vs 124.2, 64K b1 14.7 vs 13.6).
 constexpr int kPipelines = 4;  // 512 threads at 128 registers: the register file
 constexpr int kPipelineThreads = 128;
-// A/B of session 5 round 1 (bench only, IndexScoringArgs::ab_pipelines): 6 pipelines, 768 threads at 80
-// registers (the one-row kernel's loop has the same spill count at 80 registers as at 128).
-constexpr int kAbPipelines = 6;
 constexpr int kFastTileEntries = 128;                         // entries per pipeline stage; 32 per warp
 constexpr int kKeyBytes = 68;                                 // mxfp4_key_bytes(128)
 constexpr int kFastTileBytes = kFastTileEntries * kKeyBytes;  // 8704, a multiple of 16
@@ -343,11 +343,13 @@ __device__ inline float round_bf16(float x) {
   return __bfloat162float(__float2bfloat16_rn(x));
 }
 
-// ---- A/B of session 5, round 1 (bench only, removed after the round) ------------------------------------
+// ---- preparation of several query rows: a kernel of its own -----------------------------------------------
 //
-// The preparation as a separate kernel (one 1024-thread CTA per row, results in a workspace) chained to the
-// scores kernel by programmatic dependent launch, as before session 5; IndexScoringArgs::separate_preparation
-// selects it so that the bench can compare it with the preparation inside the scores kernel in one run.
+// With one row the scores kernel prepares it itself (one launch; its GPU time equals the two-kernel chain's,
+// s5r1: 1M b1 queued 47.8 vs 47.7 us, plain 51.6 vs 54.5). With more rows every SM would prepare all of them
+// (s5r1: 4 rows cost 5-8 us more GPU time than this kernel, 1M b4 queued 120.6 vs 112.9 us), so they are
+// prepared once, by one 1024-thread CTA per row, into a workspace, chained to the scores kernel by
+// programmatic dependent launch.
 
 // Programmatic dependent launch (sm_90): the two kernels of a tensor-core call (preparation, scores) are
 // chained so that the second one's launch overlaps the first one's run: a kernel started by
@@ -494,7 +496,7 @@ struct FastArgs {
   float* scores;
   int rows_per_cta;          // min(n, kFastRows): the shared query slots
   bool force_redo;           // IndexScoringArgs::force_exact_redo
-  PreparedQueries prepared;  // A/B: the separate preparation's results
+  PreparedQueries prepared;  // several rows: the preparation kernel's results
 };
 
 // The CTA's prepared query rows in shared memory (dynamic, after the pipelines' stages).
@@ -991,9 +993,9 @@ __device__ __noinline__ void score_per_block_entries(const FastArgs& a, int reco
 
 // kHeads: the head count when it is 32 (the V4.1 shape: the narrow-term loop unrolled, constant offsets),
 // else 0 (any multiple of 8 up to kMaxFastHeads, from the arguments).
-// kPrepareHere: the CTA prepares its query rows itself (else the A/B's separate preparation did). kOneRow:
-// one query row (decode): the row loop and its offsets fold away. kPipes: pipelines per CTA.
-template <int kHeads, bool kPrepareHere, bool kOneRow, int kPipes>
+// kOneRow: one query row (decode): the CTA prepares it itself, the row loop and its offsets fold away; else
+// the preparation kernel prepared the rows. kPipes: pipelines per CTA.
+template <int kHeads, bool kOneRow, int kPipes>
 __global__ void __launch_bounds__(kPipes* kPipelineThreads, 1)
     fast_scores_kernel(const __grid_constant__ FastArgs a) {
   constexpr int kThreads = kPipes * kPipelineThreads;
@@ -1033,7 +1035,7 @@ __global__ void __launch_bounds__(kPipes* kPipelineThreads, 1)
     q.weights[i] = a.weights[row0 * heads + i];
   const int lane = threadIdx.x & 31, warp = static_cast<int>(threadIdx.x >> 5), g = lane >> 2, t = lane & 3;
   if (threadIdx.x < rows) row_visible[threadIdx.x] = a.visible[row0 + threadIdx.x];
-  if constexpr (kPrepareHere) {
+  if constexpr (kOneRow) {
     if (threadIdx.x < rows) {
       const int r = static_cast<int>(threadIdx.x);
       prepare.key_lo[r] = 32;  // narrow tiles only have key exponents in [32, 223]
@@ -1058,7 +1060,7 @@ __global__ void __launch_bounds__(kPipes* kPipelineThreads, 1)
         row_range[warp] = ok ? make_int2(prepare.key_lo[warp], prepare.key_hi[warp]) : make_int2(1, 0);
       }
     }
-  } else {  // A/B: copy the separate preparation's results
+  } else {  // copy the preparation kernel's results
     wait_for_previous_grid();
     const PreparedQueries& p = a.prepared;
     for (int i = static_cast<int>(threadIdx.x); i < rows * per_row / 16; i += kThreads)
@@ -1140,7 +1142,7 @@ bool fast_path_applies(const IndexScoringArgs& args) {
          reinterpret_cast<uintptr_t>(args.queries) % 16 == 0;
 }
 
-// A/B: the separate preparation's workspace layout.
+// The preparation kernel's workspace layout.
 struct PreparedLayout {
   size_t scales = 0, fast = 0, span = 0, terms = 0, key_range = 0, frags = 0, total = 0;
 };
@@ -1166,25 +1168,10 @@ PreparedQueries prepared_in(void* workspace, int64_t n, int heads) {
           reinterpret_cast<int2*>(p + l.key_range), reinterpret_cast<uint32_t*>(p + l.frags)};
 }
 
-// A/B: the separate preparation's workspace, kept per thread and grown on demand (cudaMalloc: the bench's
-// warm-up calls allocate it).
-void* ab_workspace(size_t bytes) {
-  thread_local struct Buffer {
-    void* data = nullptr;
-    size_t bytes = 0;
-  } buffer;
-  if (buffer.bytes < bytes) {
-    if (buffer.data != nullptr) FKV_CUDA_CHECK(cudaFree(buffer.data));
-    FKV_CUDA_CHECK(cudaMalloc(&buffer.data, bytes));
-    buffer.bytes = bytes;
-  }
-  return buffer.data;
-}
-
 // The CTAs of a row group split its tiles among their pipelines; one CTA per SM.
-template <int kHeads, bool kPrepareHere, bool kOneRow, int kPipes>
+template <int kHeads, bool kOneRow, int kPipes>
 void launch_scores_kernel(const IndexScoringArgs& args, const FastArgs& fast, cudaStream_t stream) {
-  const auto kernel = fast_scores_kernel<kHeads, kPrepareHere, kOneRow, kPipes>;
+  const auto kernel = fast_scores_kernel<kHeads, kOneRow, kPipes>;
   static const bool configured = [kernel] {
     const int limit = static_cast<int>(fast_scores_smem(kPipes, kMaxFastHeads, kFastRows));
     FKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, limit));
@@ -1197,7 +1184,7 @@ void launch_scores_kernel(const IndexScoringArgs& args, const FastArgs& fast, cu
   const int64_t per_group = std::max<int64_t>(1, sm_count() / row_groups);
   const int64_t ctas = std::min((tiles + kPipes - 1) / kPipes, per_group);
   const dim3 grid(static_cast<unsigned>(ctas), static_cast<unsigned>(row_groups));
-  if constexpr (kPrepareHere) {
+  if constexpr (kOneRow) {
     kernel<<<grid, kPipes * kPipelineThreads, smem, stream>>>(fast);
     FKV_CUDA_CHECK_LAUNCH();
   } else {
@@ -1205,37 +1192,34 @@ void launch_scores_kernel(const IndexScoringArgs& args, const FastArgs& fast, cu
   }
 }
 
+// workspace: index_scores_workspace_bytes(n, heads) bytes (none for one row).
 template <int kHeads, bool kOneRow>
-void launch_fast_scores_for(const IndexScoringArgs& args, cudaStream_t stream) {
+void launch_fast_scores_for(const IndexScoringArgs& args, void* workspace, cudaStream_t stream) {
   const int rows_per_cta = static_cast<int>(std::min<int64_t>(args.n, kFastRows));
   FastArgs fast{args.keys,  args.key_count, args.queries, args.head_weights,     args.n_visible,   args.n,
                 args.heads, args.scores,    rows_per_cta, args.force_exact_redo, PreparedQueries{}};
-  if (args.separate_preparation) {
-    fast.prepared = prepared_in(ab_workspace(prepared_layout(args.n, args.heads).total), args.n, args.heads);
+  if constexpr (!kOneRow) {
+    fast.prepared = prepared_in(workspace, args.n, args.heads);
     prepare_queries_kernel<<<static_cast<unsigned>(args.n), kPrepareThreads, 0, stream>>>(
         args.queries, args.head_weights, args.heads, fast.prepared);
     FKV_CUDA_CHECK_LAUNCH();
-    launch_scores_kernel<kHeads, false, kOneRow, kPipelines>(args, fast, stream);
-  } else if (args.ab_pipelines == kAbPipelines) {
-    launch_scores_kernel<kHeads, true, kOneRow, kAbPipelines>(args, fast, stream);
-  } else {
-    launch_scores_kernel<kHeads, true, kOneRow, kPipelines>(args, fast, stream);
   }
+  launch_scores_kernel<kHeads, kOneRow, kPipelines>(args, fast, stream);
 }
 
-void launch_fast_scores(const IndexScoringArgs& args, cudaStream_t stream) {
+void launch_fast_scores(const IndexScoringArgs& args, void* workspace, cudaStream_t stream) {
   constexpr int kShapeHeads = 32;  // the V4.1 indexer
   const bool one_row = args.n == 1;
   if (args.heads == kShapeHeads) {
     if (one_row) {
-      launch_fast_scores_for<kShapeHeads, true>(args, stream);
+      launch_fast_scores_for<kShapeHeads, true>(args, workspace, stream);
     } else {
-      launch_fast_scores_for<kShapeHeads, false>(args, stream);
+      launch_fast_scores_for<kShapeHeads, false>(args, workspace, stream);
     }
   } else if (one_row) {
-    launch_fast_scores_for<0, true>(args, stream);
+    launch_fast_scores_for<0, true>(args, workspace, stream);
   } else {
-    launch_fast_scores_for<0, false>(args, stream);
+    launch_fast_scores_for<0, false>(args, workspace, stream);
   }
 }
 
@@ -1308,11 +1292,25 @@ void index_scores(const IndexScoringArgs& args, cudaStream_t stream) {
   if (args.n == 0 || args.key_count == 0) return;
   if (!args.queries || !args.head_weights || !args.keys || !args.n_visible || !args.scores)
     invalid(kFn, "null pointer");
-  if (fast_path_applies(args)) {
-    launch_fast_scores(args, stream);
-  } else {
+  if (!fast_path_applies(args)) {
     launch_exact_scores(args, stream);
+    return;
   }
+  const size_t needed = index_scores_workspace_bytes(args.n, args.heads);
+  if (needed == 0 || args.workspace != nullptr) {
+    if (args.workspace_bytes < needed) invalid(kFn, "workspace too small");
+    launch_fast_scores(args, args.workspace, stream);
+    return;
+  }
+  void* workspace = nullptr;  // none given: a stream-ordered allocation for this call
+  FKV_CUDA_CHECK(cudaMallocAsync(&workspace, needed, stream));
+  launch_fast_scores(args, workspace, stream);
+  FKV_CUDA_CHECK(cudaFreeAsync(workspace, stream));
+}
+
+size_t index_scores_workspace_bytes(int64_t n, int heads) {
+  if (n <= 1 || heads <= 0) return 0;  // one row: prepared inside the scores kernel
+  return prepared_layout(n, heads).total;
 }
 
 size_t candidate_pool_workspace_bytes(int64_t rows, int64_t m, int64_t block_size, int64_t topk_blocks) {

@@ -41,19 +41,19 @@ struct IndexScoringArgs {
   const int64_t* n_visible = nullptr;  // [n]
   float* scores = nullptr;             // [n, key_count]
   bool faithful = false;               // BF16 at the reference's cast points
+  // Scratch of index_scores_workspace_bytes(n, heads) bytes (0 for one row); null: the call allocates it
+  // (stream-ordered, freed after the call).
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
   // Test hook: every entry of the tensor-core path's fp32 head sum takes the rare exact redo (double head
   // sum) as if its rounding certificate had failed. Same results, slower; tests/gpu/test_indexer.cpp runs
   // it so that the conformance tests cover that path every time.
   bool force_exact_redo = false;
-  // A/B of session 5 round 1 (bench and tests only; removed after the round): the query preparation as a
-  // separate kernel chained by programmatic dependent launch (as before) instead of inside the scores kernel.
-  bool separate_preparation = false;
-  // A/B of session 5 round 1 (bench and tests only; removed after the round): 6 key pipelines per CTA
-  // (768 threads at 80 registers) instead of 4 (512 at 128); other values: the default.
-  int ab_pipelines = 0;
 };
 
-// One kernel launch on the tensor-core path (no scratch memory, no allocation).
+// On the tensor-core path one row (decode) is one kernel launch without scratch memory; more rows are
+// prepared by a kernel of their own into the workspace.
+size_t index_scores_workspace_bytes(int64_t n, int heads);
 void index_scores(const IndexScoringArgs& args, cudaStream_t stream);
 
 // Candidate pool (§5.5): pool[r, j] = 1 iff entry j < n_visible[r] lies in one of the topk_blocks blocks
