@@ -41,6 +41,9 @@ __device__ unsigned long long topk_phase_stamps[32][2];
       topk_phase_stamps[slot][1] = static_cast<unsigned long long>(clock64()); \
     }                                                                          \
   } while (0)
+// bench_topk_phases' A/B of the merge gather: >= 0 replaces the window's bits (0: one early entry per chunk,
+// the rest found by the search).
+__device__ int topk_window_bits_override = -1;
 #else
 #define TOPK_PHASE(slot) \
   do {                   \
@@ -856,7 +859,10 @@ __global__ void __launch_bounds__(kMergeThreads)
   // below.
   const uint2* kept = ws.kept + row * chunks * static_cast<int64_t>(kCapacity);
   constexpr int kPerThread = kCapacity / kMergeThreads;
-  const int window_bits = 31 - __clz(static_cast<int>(kCapacity) / chunks);
+  int window_bits = 31 - __clz(static_cast<int>(kCapacity) / chunks);
+#ifdef FLASHKV_TOPK_PHASES
+  if (topk_window_bits_override >= 0) window_bits = topk_window_bits_override;
+#endif
   uint2 early[kPerThread];
 #pragma unroll
   for (int e = 0; e < kPerThread; ++e) {
