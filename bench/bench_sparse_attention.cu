@@ -124,9 +124,9 @@ void print_profile(fc::SparseAttentionArgs args, cudaStream_t stream, fc::Sparse
   // the sixth key tile's iteration by stage (cycles; 0 where the variant has no such mark)
   if (variant == fc::SparseAttentionVariant::kOnlineWs) {
     std::printf(
-        "  tile 5 %s (CTA 0, consumer thread 0, cycles): wait for its Q.K^T and the last P.V %.0f | "
-        "exchanges, softmax %.0f | P.V issue, wait for the next decoded tile, its Q.K^T issue %.0f\n",
-        name.c_str(), d(10, 11), d(11, 12), d(12, 13));
+        "  tile 5 %s (CTA 0, consumer thread 0, cycles): wait for the decoded tile %.0f | Q.K^T %.0f | "
+        "exchanges, softmax, P.V issue %.0f | P.V wait %.0f\n",
+        name.c_str(), d(10, 11), d(11, 12), d(12, 13), d(13, 15));
   } else if (online) {
     std::printf(
         "  tile 5 %s (CTA 0, cycles): Q.K^T issue + half decode %.0f | Q.K^T wait %.0f | exchanges, softmax, "

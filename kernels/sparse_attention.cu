@@ -413,6 +413,8 @@ __device__ inline float e4m3_value(uint8_t code) {
 template <int kKeys, int kFormat, int kBegin, int kEnd, int kWorkers>
 __device__ inline void load_chunks(const Layout& s, const KeySource& src, int tile,
                                    TileRecords<kKeys, kWorkers>& r) {
+  // (L2 only, .cg: a record is read once, and streaming ~20-34 KB per tile through the L1, which the shared
+  // memory leaves ~29 KB, evicted what else it held: kOnlineWs's producer spills)
   // this thread's chunk of every key (kWorkers is a multiple of 32): its codes' and scale's place in a record
   // of either kind, added once per call, so each load's address is one 32x32+64 multiply-add of the listed
   // index (non-negative: unsigned arithmetic) — the per-chunk 64-bit address math was ~17 instructions
@@ -431,12 +433,12 @@ __device__ inline void load_chunks(const Layout& s, const KeySource& src, int ti
     if (t < src.total) {
       const auto index = static_cast<size_t>(static_cast<uint32_t>(s.keys[t]));
       if (kFormat == 1 || (kFormat == 0 && t < src.window_keys)) {
-        codes = __ldg(reinterpret_cast<const uint4*>(window_codes + index * kFp8RecordBytes));
-        scale_code = __ldg(window_scales + index * kFp8RecordBytes);
+        codes = __ldcg(reinterpret_cast<const uint4*>(window_codes + index * kFp8RecordBytes));
+        scale_code = __ldcg(window_scales + index * kFp8RecordBytes);
       } else {
-        const uint2 half = __ldg(reinterpret_cast<const uint2*>(entry_codes + index * kNvfp4RecordBytes));
+        const uint2 half = __ldcg(reinterpret_cast<const uint2*>(entry_codes + index * kNvfp4RecordBytes));
         codes = make_uint4(half.x, half.y, 0, 0);
-        scale_code = __ldg(entry_scales + index * kNvfp4RecordBytes);
+        scale_code = __ldcg(entry_scales + index * kNvfp4RecordBytes);
       }
     }
     r.codes[i] = codes;
@@ -1503,8 +1505,8 @@ void launch_online(const SparseAttentionArgs& args, int key_stride, float scale,
 // stores and the consumers' tensor-core reads as release / acquire pairs (round s4r2's named-barrier version,
 // ordered through bar.arrive, failed racecheck). setmaxnreg gives the consumers the O accumulators' registers.
 constexpr int kWsThreads = 384;
-constexpr int kConsumerRegisters = 208;  // 128·(2·208 + 88) = 384·168, the launch's budget
-constexpr int kProducerRegisters = 88;  // (some spills of records and decode state)
+constexpr int kConsumerRegisters = 192;  // 128·(2·192 + 120) = 384·168, the launch's budget
+constexpr int kProducerRegisters = 120;
 
 __device__ inline void mbarrier_init(uint64_t* bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_address(bar)), "r"(count) : "memory");
@@ -1593,39 +1595,28 @@ __device__ void ws_consumer(const Layout& s, const KeySource& src, int tiles, fl
   for (int i = 0; i < 128; ++i) o[i] = 0.0f;
   OnlineRows rows{{sinks2[head0 + lane / 4], sinks2[head0 + lane / 4 + 8]}, {0.0f, 0.0f}};
   const uint32_t q_base = smem_address(q_tile);
-  // Q·Kᵀ of tile t + 1 is issued right after P·V of tile t: the tensor cores run both while the warps wait,
-  // and the softmax is the only stretch without tensor work
-  // (acc is not zeroed before an issue: the first step ignores it, and writing it while P·V is in flight
-  // would make ptxas serialise the wgmma pipeline)
-  const auto issue_qk = [&](int tile, float (&acc)[32]) {
-    mbarrier_wait(&bars.full[tile & 1], static_cast<uint32_t>((tile / 2) & 1));
-    issue_qk_shared<16>(acc, q_base, smem_address(buffers + (tile & 1) * kTileBytes), 256 * group);
-  };
-  float acc[32];
-#pragma unroll
-  for (int i = 0; i < 32; ++i) acc[i] = 0.0f;
-  if (tiles > 0) issue_qk(0, acc);
   for (int tile = 0; tile < tiles; ++tile) {
-    const uint32_t current = smem_address(buffers + (tile & 1) * kTileBytes);
+    const int b = tile & 1;
+    const uint32_t current = smem_address(buffers + b * kTileBytes);
     tile_mark(s, tile, 10);
-    wgmma_wait_all();  // Q·Kᵀ of this tile and P·V of the previous one
-#pragma unroll
-    for (int i = 0; i < 32; ++i) fence_register(acc[i]);
-#pragma unroll
-    for (int i = 0; i < 128; ++i) fence_register(o[i]);
-    // the previous tile's buffer is read (its P·V done): the producer may refill it
-    if (tile >= 1 && tile + 1 < tiles) mbarrier_arrive(&bars.empty[(tile - 1) & 1]);
+    mbarrier_wait(&bars.full[b], static_cast<uint32_t>((tile / 2) & 1));
     tile_mark(s, tile, 11);
+    float acc[32];
+#pragma unroll
+    for (int i = 0; i < 32; ++i) acc[i] = 0.0f;
+    issue_qk_shared<16>(acc, q_base, current, 256 * group);
+    wait_wgmma(acc);
+    tile_mark(s, tile, 12);
     uint32_t pa[4][4];
     tile_softmax<ConsumerBarrier>(acc, exchange, tile * kTileKeys, src.total, scale2, rows, o, pa);
-    tile_mark(s, tile, 12);
     issue_pv_fragments<4>(o, pa, current, kSlabBytes);
-    if (tile + 1 < tiles) issue_qk(tile + 1, acc);
     tile_mark(s, tile, 13);
+    wait_wgmma(o);
+    tile_mark(s, tile, 15);
+    if (tile + 2 < tiles) mbarrier_arrive(&bars.empty[b]);
     // (the next tile's exchange writes meet the other warpgroup's reads of this one only after the P
     // barrier of this tile, which both passed)
   }
-  wait_wgmma(o);
   profile_point(s.profile, 3);
   ConsumerBarrier::sync();  // the last tile's exchanges read by both; its P·V done by both
   normalise_output<ConsumerBarrier>(rows, exchange, sinks2, o);
