@@ -503,11 +503,6 @@ __device__ inline uint32_t candidate_key_of(uint32_t u) {
   return (u ^ flip) & (sizeof(T) == 2 ? 0xFFFF0000u : 0xFFFFFFFFu);
 }
 
-template <typename T, int N>
-__device__ inline uint32_t candidate_key(const uint32_t (&words)[kWords<T, N>], int e) {
-  return candidate_key_of<T>(__float_as_uint(entry_score<T, N>(words, e)));
-}
-
 // words[w] for a run-time w < kWords: selects on w's bits, halving the candidates per bit (static indices,
 // so `words` stays in registers).
 template <int kSpan>
@@ -528,8 +523,9 @@ __device__ inline uint32_t word_at(const uint32_t (&words)[kWords<T, N>], int w)
 }
 
 // emit(slot, key, index) for the thread's flagged entries, in index order from slot `position` on: one
-// iteration per flagged entry (lowest first), the entry fetched by word_at. Long rows flag few entries, so a
-// warp loops as often as its lane with the most, not once per entry position.
+// iteration per flagged entry (lowest first), the entry fetched by word_at: a warp loops as often as its lane
+// with the most candidates (long rows: one or two; short rows: ~1 in 12 entries flagged, a few), not once per
+// entry position with a branch or a predicated store each (s5r1: short-row placement 1.28 us that way).
 template <typename T, int N, typename Emit>
 __device__ inline void place_flagged(const uint32_t (&words)[kWords<T, N>], uint32_t flags, int64_t first,
                                      uint32_t position, Emit emit) {
@@ -539,31 +535,6 @@ __device__ inline void place_flagged(const uint32_t (&words)[kWords<T, N>], uint
     const uint32_t w = word_at<T, N>(words, e * static_cast<int>(sizeof(T)) / 4);
     const uint32_t bits = sizeof(T) == 4 ? w : ((e & 1) ? (w & 0xFFFF0000u) : (w << 16));  // as entry_score
     emit(position++, candidate_key_of<T>(bits), first + e);
-  }
-}
-
-// *address = value where `taken`, as a predicated store: no branch.
-__device__ inline void store_shared_if(bool taken, void* address, uint32_t value) {
-  asm volatile("{\n\t.reg .pred p;\n\tsetp.ne.u32 p, %0, 0;\n\t@p st.shared.u32 [%1], %2;\n\t}" ::"r"(
-                   static_cast<uint32_t>(taken)),
-               "r"(static_cast<uint32_t>(__cvta_generic_to_shared(address))), "r"(value)
-               : "memory");
-}
-
-// place_flagged into shared keys[] and indices[] where candidates are dense (short rows: ~1 in 12 entries):
-// in a warp nearly every entry has some lane's flag set, so a branch per entry costs the warp the whole
-// body anyway plus the branch; here every entry takes the same few instructions and predicated stores.
-template <typename T, int N>
-__device__ inline void place_flagged_dense(const uint32_t (&words)[kWords<T, N>], uint32_t flags,
-                                           uint32_t first, uint32_t position, uint32_t* keys,
-                                           int32_t* indices) {
-  if (flags == 0) return;
-#pragma unroll
-  for (int e = 0; e < N; ++e) {
-    const bool taken = (flags >> e) & 1u;
-    store_shared_if(taken, keys + position, candidate_key<T, N>(words, e));
-    store_shared_if(taken, indices + position, first + static_cast<uint32_t>(e));
-    position += taken ? 1u : 0u;
   }
 }
 
@@ -685,9 +656,12 @@ __global__ void __launch_bounds__(kShortThreads, 1)
   }
   TOPK_PHASE(3);
   const uint32_t warps_before = __reduce_add_sync(~0u, lane < warp ? warp_counts[attempt][lane] : 0u);
-  place_flagged_dense<T, kShortItems>(words, f.flags, threadIdx.x * kShortItems,
-                                      warps_before + f.inclusive - static_cast<uint32_t>(__popc(f.flags)),
-                                      candidate_keys, candidate_indices);
+  place_flagged<T, kShortItems>(words, f.flags, static_cast<int64_t>(threadIdx.x) * kShortItems,
+                                warps_before + f.inclusive - static_cast<uint32_t>(__popc(f.flags)),
+                                [&](uint32_t slot, uint32_t key, int64_t index) {
+                                  candidate_keys[slot] = key;
+                                  candidate_indices[slot] = static_cast<int32_t>(index);
+                                });
   __syncthreads();
   TOPK_PHASE(4);
   select_candidates<kShortThreads, low_bits<T>()>(candidate_keys, candidate_indices, total, k, lower, max_key,
