@@ -90,6 +90,19 @@ __device__ inline void mma_bf16(float* d, const uint32_t (&a)[4], uint32_t b0, u
          (static_cast<uint64_t>((stride_bytes >> 4) & 0x3FFFu) << 32) | (uint64_t{1} << 62);
 }
 
+// `d` with its start-address field advanced by `units` (16-byte units: shared addresses are below 2^18,
+// so the 14-bit field never carries into the next).
+[[maybe_unused]] __device__ inline uint64_t descriptor_step(uint64_t d, uint32_t units) {
+  return (d & 0xFFFFFFFF00000000ull) | static_cast<uint32_t>(static_cast<uint32_t>(d) + units);
+}
+
+// threadIdx.x / 128 as the compiler can see it is uniform over the warp (the result of a shuffle from lane
+// 0), so what is computed from it (wgmma descriptors) stays on the uniform datapath instead of being moved
+// there per instruction (R2UR).
+__device__ inline int warpgroup_index() {
+  return __shfl_sync(0xffffffffu, static_cast<int>(threadIdx.x) / 128, 0);
+}
+
 [[maybe_unused]] __device__ inline void wgmma_fence() {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
@@ -689,12 +702,14 @@ __device__ inline void wait_wgmma(float (&acc)[kCount]) {
 template <int kSteps>
 __device__ inline void issue_pv_fragments(float (&acc)[128], const uint32_t (&a)[kSteps][4],
                                           uint32_t tile_base, int slab_bytes) {
-  const int group = static_cast<int>(threadIdx.x) / 128;
+  const int group = warpgroup_index();  // (uniform: the descriptors stay in uniform registers)
+  // (built once, stepped by the start-address field: see issue_qk_shared)
+  const uint64_t b = sw128_descriptor(tile_base + static_cast<uint32_t>(4 * group * slab_bytes),
+                                      static_cast<uint32_t>(slab_bytes), 1024);
   wgmma_fence();
 #pragma unroll
   for (int ks = 0; ks < kSteps; ++ks) {
-    const uint32_t start = tile_base + static_cast<uint32_t>(4 * group * slab_bytes + 16 * ks * 128);
-    wgmma_m64n256k16_tb(acc, a[ks], sw128_descriptor(start, static_cast<uint32_t>(slab_bytes), 1024), 1);
+    wgmma_m64n256k16_tb(acc, a[ks], descriptor_step(b, 16 * ks * 128 / 16), 1);
   }
   wgmma_commit();
 }
@@ -1180,14 +1195,19 @@ __device__ void stage_q(const uint16_t* q_row, uint8_t* q_tile) {
 
 // Issues S = Q·Kᵀ over channels [dim0, dim0 + 16·kSteps) for the tile at `tile_base`, both operands by
 // descriptor, and commits it. acc: keys 8j.. of the tile in the m16n8k16 C layout (acc[4j .. 4j+3]).
+// The descriptors are built once and stepped by their start-address field (descriptor_step): the s5 profile had ~15 instructions of descriptor math
+// per wgmma, 243 per warp and tile, 12% of the kernel's stall samples.
 template <int kSteps>
 __device__ inline void issue_qk_shared(float (&acc)[32], uint32_t q_base, uint32_t tile_base, int dim0) {
+  const auto first = static_cast<uint32_t>((dim0 / 64) * kSlabBytes);
+  const uint64_t a = sw128_descriptor(q_base + first, 16, 1024);
+  const uint64_t b = sw128_descriptor(tile_base + first, 16, 1024);
   wgmma_fence();
 #pragma unroll
   for (int ks = 0; ks < kSteps; ++ks) {
-    const auto offset = static_cast<uint32_t>((dim0 / 64 + ks / 4) * kSlabBytes + (ks % 4) * 32);
-    wgmma_m64n64k16_ss(acc, sw128_descriptor(q_base + offset, 16, 1024),
-                       sw128_descriptor(tile_base + offset, 16, 1024), ks > 0 ? 1 : 0);
+    constexpr int kUnit = 16;  // the start-address field counts 16-byte units
+    const auto step = static_cast<uint32_t>(((ks / 4) * kSlabBytes + (ks % 4) * 32) / kUnit);
+    wgmma_m64n64k16_ss(acc, descriptor_step(a, step), descriptor_step(b, step), ks > 0 ? 1 : 0);
   }
   wgmma_commit();
 }
@@ -1411,7 +1431,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int64_t row = blockIdx.x;
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
-  const int group = warp >> 2;
+  const int group = warpgroup_index();
   const int head0 = 16 * (warp & 3);
   profile_point(args.profile, 0);
   // the key list's loads first: everything else waits for their round trip
