@@ -443,15 +443,23 @@ __device__ inline void load_chunks(const Layout& s, const KeySource& src, int ti
     const int t = tile * kKeys + q / kChunksPerKey;
     uint4 codes = make_uint4(0, 0, 0, 0);
     uint32_t scale_code = 0;
-    if (t < src.total) {
-      const auto index = static_cast<size_t>(static_cast<uint32_t>(s.keys[t]));
-      if (kFormat == 1 || (kFormat == 0 && t < src.window_keys)) {
-        codes = __ldcg(reinterpret_cast<const uint4*>(window_codes + index * kFp8RecordBytes));
-        scale_code = __ldcg(window_scales + index * kFp8RecordBytes);
-      } else {
-        const uint2 half = __ldcg(reinterpret_cast<const uint2*>(entry_codes + index * kNvfp4RecordBytes));
+    // the addresses unconditionally (past the row's keys s.keys holds stale values, their addresses unused):
+    // predicated, each multiply-add needed copies of its 64-bit base
+    const auto index = static_cast<size_t>(static_cast<uint32_t>(s.keys[t]));
+    if (kFormat == 1 || (kFormat == 0 && t < src.window_keys)) {
+      const auto* at = reinterpret_cast<const uint4*>(window_codes + index * kFp8RecordBytes);
+      const uint8_t* scale_at = window_scales + index * kFp8RecordBytes;
+      if (t < src.total) {
+        codes = __ldcg(at);
+        scale_code = __ldcg(scale_at);
+      }
+    } else {
+      const auto* at = reinterpret_cast<const uint2*>(entry_codes + index * kNvfp4RecordBytes);
+      const uint8_t* scale_at = entry_scales + index * kNvfp4RecordBytes;
+      if (t < src.total) {
+        const uint2 half = __ldcg(at);
         codes = make_uint4(half.x, half.y, 0, 0);
-        scale_code = __ldcg(entry_scales + index * kNvfp4RecordBytes);
+        scale_code = __ldcg(scale_at);
       }
     }
     r.codes[i] = codes;
