@@ -5,8 +5,7 @@
 // the timed numbers are bench_topk's. Phases: short kernel 0 start, 1 loads + max, 2 guess L, 3 flags
 // counted, 4 candidates placed, 5 radix passes, 6 end; long rows: filter CTA (0, 0) 10 start, 11 L known
 // (its sample taken), 12 end; merge CTA 0 13 past its wait (the filter grid done), 14 gathered, 5 radix
-// passes, 15 end. Each shape's call is also timed (bench_topk's method) in the same run, as built and with
-// the merge gathering by search (an A/B).
+// passes, 15 end. Each shape's call is also timed (bench_topk's method) in the same run.
 #define FLASHKV_TOPK_PHASES 1
 // Own names for the entry points, so this copy never meets the library's.
 #define top_k_rows top_k_rows_phases
@@ -69,20 +68,10 @@ void trace_shape(fc::ScoreType type, int64_t n, int64_t rows, const void* scores
   for (int i = 0; i < 3; ++i) traced_call(type, rows, n, scores, out, workspace);  // warm-up
   std::vector<Stamps> calls;
   for (int i = 0; i < kCalls; ++i) calls.push_back(traced_call(type, rows, n, scores, out, workspace));
-  // A/B in the same run: the merge gathering each chunk's first window of candidates before the counts are
-  // known (as built) against one early entry per chunk and the search for the rest (two round trips).
-  double ab_ms[2] = {0.0, 0.0};
-  for (int variant = 0; variant < 2; ++variant) {
-    const int bits = variant == 0 ? -1 : 0;
-    FKV_CUDA_CHECK(cudaMemcpyToSymbol(fc::topk_window_bits_override, &bits, sizeof(bits)));
-    ab_ms[variant] = fb::median_ms(nullptr, [&] {
-      fc::top_k_rows_phases(scores, type, rows, n, kK, out, workspace.as<void>(), workspace.bytes(), nullptr);
-    });
-  }
-  const int as_built = -1;
-  FKV_CUDA_CHECK(cudaMemcpyToSymbol(fc::topk_window_bits_override, &as_built, sizeof(as_built)));
-  std::printf("  %-28s as built %.1f us, merge gather by search %.1f us\n", name.c_str(), ab_ms[0] * 1e3,
-              ab_ms[1] * 1e3);
+  const double ms = fb::median_ms(nullptr, [&] {
+    fc::top_k_rows_phases(scores, type, rows, n, kK, out, workspace.as<void>(), workspace.bytes(), nullptr);
+  });
+  std::printf("  %-28s timed %.1f us\n", name.c_str(), ms * 1e3);
   std::printf("  %-28s", name.c_str());
   for (int slot = 0; slot < kSlots; ++slot) {
     if (calls[0][slot][0] == 0) continue;

@@ -41,9 +41,6 @@ __device__ unsigned long long topk_phase_stamps[32][2];
       topk_phase_stamps[slot][1] = static_cast<unsigned long long>(clock64()); \
     }                                                                          \
   } while (0)
-// bench_topk_phases' A/B of the merge gather: >= 0 replaces the window's bits (0: one early entry per chunk,
-// the rest found by the search).
-__device__ int topk_window_bits_override = -1;
 #else
 #define TOPK_PHASE(slot) \
   do {                   \
@@ -325,8 +322,8 @@ __device__ inline uint32_t sample_rank(int64_t k, int64_t samples, int64_t n) {
   const int64_t rank = (2 * k * samples + n - 1) / n;
   return static_cast<uint32_t>(min(max(rank, int64_t{16}), int64_t{0x7FFFFFFF}));
 }
-// By one warp (each warp that calls it gets the same): the smallest bucket whose cumulative count reaches
-// `rank`, or kEveryBucket when the histogram holds fewer entries.
+// By one warp: the smallest bucket whose cumulative count reaches `rank`, or kEveryBucket when the histogram
+// holds fewer entries.
 __device__ uint32_t rank_bucket(const uint32_t* hist, uint32_t rank) {
   static_assert(kDistanceBuckets == 32 * 8);
   const unsigned lane = threadIdx.x & 31u;
@@ -352,6 +349,19 @@ __device__ uint32_t rank_bucket(const uint32_t* hist, uint32_t rank) {
     }
   }
   return __reduce_min_sync(~0u, found);
+}
+
+// L from the sample histogram of a CTA (its counts published by a barrier): warp 0 finds the rank's bucket
+// and a barrier hands L to every thread (s5r2: every warp finding it itself cost more issue slots than the
+// barrier saves). Once per kernel.
+__device__ uint32_t lower_from_histogram(const uint32_t* hist, uint32_t max_key, uint32_t rank) {
+  __shared__ uint32_t shared_lower;
+  if (threadIdx.x < 32) {
+    const uint32_t lower = lower_key(max_key, rank_bucket(hist, rank));
+    if (threadIdx.x == 0) shared_lower = lower;
+  }
+  __syncthreads();
+  return shared_lower;
 }
 
 // ---- candidates in index order ------------------------------------------------------------------------
@@ -638,8 +648,7 @@ __global__ void __launch_bounds__(kShortThreads, 1)
   TOPK_PHASE(1);
   if (valid_key(sample)) atomicAdd(&sample_hist[histogram_word(distance_bucket(max_key - sample))], 1u);
   __syncthreads();
-  // Every warp reads the histogram itself (no second barrier to hand one warp's result to the others).
-  uint32_t lower = lower_key(max_key, rank_bucket(sample_hist, sample_rank(k, samples, n)));
+  uint32_t lower = lower_from_histogram(sample_hist, max_key, sample_rank(k, samples, n));
   TOPK_PHASE(2);
   // Flags by float comparisons, counts scanned per warp; a failed guess (fewer than k flagged, not every
   // valid entry) is retaken with every valid entry, in the other count buffer.
@@ -716,7 +725,7 @@ __device__ inline void load_sample(const T* data, int64_t n, int64_t k, RowSampl
 }
 
 // L for a row of n entries from its sample (same entries, same arithmetic in every CTA: the same L), by
-// kThreads threads; every thread gets it (each warp reads the histogram). Uses block_max (once per kernel).
+// kThreads threads; every thread gets it. Uses block_max and lower_from_histogram (once per kernel).
 template <typename T, int kThreads>
 __device__ uint32_t sampled_lower_key(const RowSample<T, kThreads>& sample, int64_t n, int64_t k) {
   constexpr int kPerThread = static_cast<int>(kSamples / kThreads);
@@ -737,7 +746,7 @@ __device__ uint32_t sampled_lower_key(const RowSample<T, kThreads>& sample, int6
     if (valid_key(keys[i])) atomicAdd(&hist[histogram_word(distance_bucket(max_key - keys[i]))], 1u);
   }
   __syncthreads();
-  return lower_key(max_key, rank_bucket(hist, sample_rank(k, count, n)));
+  return lower_from_histogram(hist, max_key, sample_rank(k, count, n));
 }
 
 // One tile of the filter: this thread's words of it tested against the threshold, the warps' counts exchanged
@@ -833,10 +842,7 @@ __global__ void __launch_bounds__(kMergeThreads)
   // below.
   const uint2* kept = ws.kept + row * chunks * static_cast<int64_t>(kCapacity);
   constexpr int kPerThread = kCapacity / kMergeThreads;
-  int window_bits = 31 - __clz(static_cast<int>(kCapacity) / chunks);
-#ifdef FLASHKV_TOPK_PHASES
-  if (topk_window_bits_override >= 0) window_bits = topk_window_bits_override;
-#endif
+  const int window_bits = 31 - __clz(static_cast<int>(kCapacity) / chunks);
   uint2 early[kPerThread];
 #pragma unroll
   for (int e = 0; e < kPerThread; ++e) {
