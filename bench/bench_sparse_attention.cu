@@ -111,8 +111,7 @@ void print_profile(fc::SparseAttentionArgs args, cudaStream_t stream, fc::Sparse
     return p[a] != 0 && p[b] != 0 ? static_cast<double>(p[b] - p[a]) : 0.0;
   };
   // phases between profile points 1-2, 2-3, 3-4: the one-pass variants have their own
-  const bool online = variant == fc::SparseAttentionVariant::kOnline ||
-                      variant == fc::SparseAttentionVariant::kOnlineWs;
+  const bool online = variant == fc::SparseAttentionVariant::kOnline;
   const char* const phase[3] = {online ? "tile 0" : "Q.K^T", online ? "loop" : "softmax",
                                 online ? "output" : "P.V"};
   std::printf(
@@ -122,12 +121,7 @@ void print_profile(fc::SparseAttentionArgs args, cudaStream_t stream, fc::Sparse
       name.c_str(), us(0, 1), kcycles(0, 1), phase[0], us(1, 2), kcycles(1, 2), phase[1], us(2, 3),
       kcycles(2, 3), phase[2], us(3, 4), kcycles(3, 4), us(0, 4), kcycles(0, 4));
   // the sixth key tile's iteration by stage (cycles; 0 where the variant has no such mark)
-  if (variant == fc::SparseAttentionVariant::kOnlineWs) {
-    std::printf(
-        "  tile 5 %s (CTA 0, consumer thread 0, cycles): wait for the decoded tile %.0f | Q.K^T %.0f | "
-        "exchanges, softmax, P.V issue %.0f | P.V wait %.0f\n",
-        name.c_str(), d(10, 11), d(11, 12), d(12, 13), d(13, 15));
-  } else if (online) {
+  if (online) {
     std::printf(
         "  tile 5 %s (CTA 0, cycles): Q.K^T issue + half decode %.0f | Q.K^T wait %.0f | exchanges, softmax, "
         "P.V issue %.0f | half decode %.0f | P.V wait %.0f\n",
@@ -221,9 +215,7 @@ int main() {
     } variants[] = {{fc::SparseAttentionVariant::kWgmma, "wgmma"},
                     {fc::SparseAttentionVariant::kOnline, "online"},
                     {fc::SparseAttentionVariant::kSplitKeys, "split_keys"},
-                    {fc::SparseAttentionVariant::kMmaSync, "mma"},
-                    // last: the warp-specialised variant's first run (a hang would cost only itself)
-                    {fc::SparseAttentionVariant::kOnlineWs, "online_ws"}};
+                    {fc::SparseAttentionVariant::kMmaSync, "mma"}};
     for (const auto& v : variants) {
       for (int batch : {1, 2, 4, 8, 16, 32, 64, 128, 132, 256}) {
         const std::string name = std::string("sparse_attention_") + v.name + "_b" + std::to_string(batch);
@@ -248,8 +240,7 @@ int main() {
         if ((batch == 1 || batch == 128) && v.variant != fc::SparseAttentionVariant::kSplitKeys) {
           print_profile(args, stream, v.variant, profile.as<unsigned long long>(), name);
         }
-        if ((batch == 1 || batch == 128) && (v.variant == fc::SparseAttentionVariant::kOnline ||
-                                             v.variant == fc::SparseAttentionVariant::kOnlineWs)) {
+        if ((batch == 1 || batch == 128) && v.variant == fc::SparseAttentionVariant::kOnline) {
           print_agreement(args, stream, v.variant, reference.as<uint16_t>(), name);
         }
       }

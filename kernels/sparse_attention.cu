@@ -317,8 +317,7 @@ __device__ inline KeySlots load_key_slots(const SparseAttentionArgs& args, int64
   for (int r = 0; r < kKeyRounds; ++r) {
     const int c = warp + (kThreads / 32) * r;
     int32_t v = -1;
-    if (warp >= kThreads / 32) {  // (kOnlineWs's producer warps: no slots)
-    } else if (c < window_chunks(args)) {
+    if (c < window_chunks(args)) {
       const int i = 32 * c + lane;
       if (i < args.window_cap) v = __ldg(args.window_rows + row * args.window_cap + i);
     } else {
@@ -345,7 +344,7 @@ __device__ void compact_key_list(const SparseAttentionArgs& args, const KeySlots
   for (int r = 0; r < kKeyRounds; ++r) {
     const int c = warp + (kThreads / 32) * r;
     valid[r] = __ballot_sync(0xffffffffu, slots.v[r] >= 0);
-    if (lane == 0 && c < chunks && warp < kThreads / 32) chunk_counts[c] = __popc(valid[r]);
+    if (lane == 0 && c < chunks) chunk_counts[c] = __popc(valid[r]);
   }
   __syncthreads();
   const int count = lane < chunks ? chunk_counts[lane] : 0;
@@ -426,8 +425,8 @@ __device__ inline float e4m3_value(uint8_t code) {
 template <int kKeys, int kFormat, int kBegin, int kEnd, int kWorkers>
 __device__ inline void load_chunks(const Layout& s, const KeySource& src, int tile,
                                    TileRecords<kKeys, kWorkers>& r) {
-  // (L2 only, .cg: a record is read once, and streaming ~20-34 KB per tile through the L1, which the shared
-  // memory leaves ~29 KB, evicted what else it held: kOnlineWs's producer spills)
+  // (L2 only, .cg: a record is read once; streamed through the L1, which the shared memory leaves ~29 KB, the
+  // records evicted what else it held)
   // this thread's chunk of every key (kWorkers is a multiple of 32): its codes' and scale's place in a record
   // of either kind, added once per call, so each load's address is one 32x32+64 multiply-add of the listed
   // index (non-negative: unsigned arithmetic) — the per-chunk 64-bit address math was ~17 instructions
@@ -1233,25 +1232,11 @@ struct OnlineRows {
 // logit that far; otherwise P is taken against the max as it stands and nothing is rescaled.
 constexpr float kMaxSlack = 8.0f;
 
-// The barrier of the two warpgroups that share a tile's softmax: the CTA's (kOnline) or named barrier 1 of
-// the 256 consumer threads (kOnlineWs, whose producer warpgroup does not take part).
+// The barrier of the two warpgroups that share a tile's softmax (a policy: rounds s5r1/s5r2's warp-specialised
+// variant, code in git at 8fe313b, used named barrier 1 of its 256 consumer threads).
 struct CtaBarrier {
   __device__ static void sync() { __syncthreads(); }
   __device__ static bool sync_or(bool p) { return __syncthreads_or(p ? 1 : 0) != 0; }
-};
-
-struct ConsumerBarrier {
-  __device__ static void sync() { asm volatile("bar.sync 1, 256;\n" ::: "memory"); }
-  __device__ static bool sync_or(bool p) {
-    uint32_t any;
-    asm volatile(
-        "{\n .reg .pred in, out;\n setp.ne.u32 in, %1, 0;\n bar.red.or.pred out, 1, 256, in;\n"
-        " selp.u32 %0, 1, 0, out;\n}\n"
-        : "=r"(any)
-        : "r"(p ? 1u : 0u)
-        : "memory");
-    return any != 0;
-  }
 };
 
 // Warpgroup g takes the softmax of keys [32g, 32g + 32) of the tile. The tile's rows are stored rotated in
@@ -1522,196 +1507,6 @@ void launch_online(const SparseAttentionArgs& args, int key_stride, float scale,
   FKV_CUDA_CHECK_LAUNCH();
 }
 
-// ---- single pass, warp-specialised (kOnlineWs)
-// --------------------------------------------------------------- kOnline's arithmetic with the decode moved
-// to a producer warpgroup, FlashMLA-style (384 threads): warpgroup 2 loads each tile's records (a quarter of
-// a tile ahead) and decodes them into one of the two tile buffers; warpgroups 0 and 1 run kOnline's loop body
-// without the decode (Q·Kᵀ over their channel halves, the key-split softmax and P exchange through named
-// barrier 1 of their 256 threads, P·V into their halves of O). The hand-offs between producer and consumers
-// are mbarriers with explicit phases (FULL[b]: the producer's 128 arrivals after decoding into buffer b;
-// EMPTY[b]: the consumers' 256 arrivals after their P·V of buffer b completed), which order the producer's
-// stores and the consumers' tensor-core reads as release / acquire pairs (round s4r2's named-barrier version,
-// ordered through bar.arrive, failed racecheck). setmaxnreg gives the consumers the O accumulators' registers.
-constexpr int kWsThreads = 384;
-constexpr int kConsumerRegisters = 192;  // 128·(2·192 + 120) = 384·168, the launch's budget
-constexpr int kProducerRegisters = 120;
-
-__device__ inline void mbarrier_init(uint64_t* bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_address(bar)), "r"(count) : "memory");
-}
-
-__device__ inline void mbarrier_arrive(uint64_t* bar) {
-  asm volatile("{\n .reg .b64 state;\n mbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(
-                   smem_address(bar))
-               : "memory");
-}
-
-// Waits until the phase with parity `parity` of `bar` has completed.
-__device__ inline void mbarrier_wait(uint64_t* bar, uint32_t parity) {
-  asm volatile(
-      "{\n .reg .pred done;\n wait_%=:\n"
-      " mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      " @!done bra wait_%=;\n}\n" ::"r"(smem_address(bar)),
-      "r"(parity)
-      : "memory");
-}
-
-template <int kRegisters>
-__device__ inline void registers_increase() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
-#endif
-}
-
-template <int kRegisters>
-__device__ inline void registers_decrease() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
-#endif
-}
-
-struct WsBarriers {
-  uint64_t full[2];
-  uint64_t empty[2];
-};
-
-size_t ws_shared_bytes(int key_stride) {
-  return 3 * static_cast<size_t>(kTileBytes) + sizeof(OnlineExchange) + sizeof(WsBarriers) +
-         static_cast<size_t>(key_stride) * sizeof(int32_t) + 2 * sizeof(int) + kHeads * sizeof(float);
-}
-
-// Warpgroup 2: tile t into buffer t mod 2, quarter by quarter (4 chunks per thread), the records of the
-// quarter two ahead loaded as soon as one is decoded (two quarters of records held).
-__device__ void ws_producer(const Layout& s, const KeySource& src, int tiles, uint8_t* buffers, WsBarriers& bars) {
-  TileRecords<kTileKeys, 128> records;
-  if (tiles > 0) {
-    load_tile<kTileKeys, 0, 4>(s, src, 0, records);
-    load_tile<kTileKeys, 4, 8>(s, src, 0, records);
-  }
-  for (int tile = 0; tile < tiles; ++tile) {
-    const int b = tile & 1;
-    if (tile >= 2) mbarrier_wait(&bars.empty[b], static_cast<uint32_t>((tile / 2 - 1) & 1));
-    uint8_t* buffer = buffers + b * kTileBytes;
-    const auto store = [&](int i, uint4 lo, uint4 hi) {
-      store_decoded_chunk<kTileKeys, 128, true>(buffer, i, lo, hi);
-    };
-    const bool more = tile + 1 < tiles;
-    decode_tile<kTileKeys, true, 0, 4>(src, tile, records, store);
-    load_tile<kTileKeys, 8, 12>(s, src, tile, records);
-    decode_tile<kTileKeys, true, 4, 8>(src, tile, records, store);
-    load_tile<kTileKeys, 12, 16>(s, src, tile, records);
-    decode_tile<kTileKeys, true, 8, 12>(src, tile, records, store);
-    if (more) load_tile<kTileKeys, 0, 4>(s, src, tile + 1, records);
-    decode_tile<kTileKeys, true, 12, 16>(src, tile, records, store);
-    if (more) load_tile<kTileKeys, 4, 8>(s, src, tile + 1, records);
-    fence_proxy_async();  // the consumers read the tile through the async proxy
-    mbarrier_arrive(&bars.full[b]);
-  }
-}
-
-// Warpgroups 0 and 1: kOnline's loop without the decode, then the output (staged in the buffer of the last
-// tile, which both have finished reading when they meet at the barrier before staging).
-__device__ void ws_consumer(const Layout& s, const KeySource& src, int tiles, float scale2, uint8_t* q_tile,
-                            uint8_t* buffers, OnlineExchange& exchange, WsBarriers& bars, const float* sinks2,
-                            uint16_t* out_row) {
-  const int warp = static_cast<int>(threadIdx.x) / 32;
-  const int lane = static_cast<int>(threadIdx.x) % 32;
-  const int group = warp >> 2;
-  const int head0 = 16 * (warp & 3);
-  float o[128];
-#pragma unroll
-  for (int i = 0; i < 128; ++i) o[i] = 0.0f;
-  OnlineRows rows{{sinks2[head0 + lane / 4], sinks2[head0 + lane / 4 + 8]}, {0.0f, 0.0f}};
-  const uint32_t q_base = smem_address(q_tile);
-  for (int tile = 0; tile < tiles; ++tile) {
-    const int b = tile & 1;
-    const uint32_t current = smem_address(buffers + b * kTileBytes);
-    tile_mark(s, tile, 10);
-    mbarrier_wait(&bars.full[b], static_cast<uint32_t>((tile / 2) & 1));
-    tile_mark(s, tile, 11);
-    float acc[32];
-#pragma unroll
-    for (int i = 0; i < 32; ++i) acc[i] = 0.0f;
-    issue_qk_shared<16>(acc, q_base, current, 256 * group);
-    wait_wgmma(acc);
-    tile_mark(s, tile, 12);
-    uint32_t pa[4][4];
-    tile_softmax<ConsumerBarrier>(acc, exchange, tile * kTileKeys, src.total, scale2, rows, o, pa);
-    issue_pv_fragments<4>(o, pa, current, kSlabBytes);
-    tile_mark(s, tile, 13);
-    wait_wgmma(o);
-    tile_mark(s, tile, 15);
-    if (tile + 2 < tiles) mbarrier_arrive(&bars.empty[b]);
-    // (the next tile's exchange writes meet the other warpgroup's reads of this one only after the P
-    // barrier of this tile, which both passed)
-  }
-  profile_point(s.profile, 3);
-  ConsumerBarrier::sync();  // the last tile's exchanges read by both; its P·V done by both
-  normalise_output<ConsumerBarrier>(rows, exchange, sinks2, o);
-  if (aligned16(out_row)) {
-    uint8_t* staging = buffers + ((tiles + 1) & 1) * kTileBytes;  // the last tile's (or, none: buffer 1)
-    stage_output(o, head0, 256 * group, staging);
-    ConsumerBarrier::sync();
-    copy_output(staging, out_row, static_cast<int>(threadIdx.x), 256);
-  } else {
-    store_output<32>(o, head0, 256 * group, out_row);
-  }
-}
-
-__global__ void __launch_bounds__(kWsThreads, 1)
-    online_ws_kernel(SparseAttentionArgs args, int key_stride, float scale2) {
-  constexpr float kLog2e = 1.4426950408889634f;
-  extern __shared__ __align__(1024) uint8_t smem[];
-  if (shared_misaligned(smem)) return;
-  uint8_t* q_tile = smem;
-  uint8_t* buffers = smem + kTileBytes;  // two key tiles
-  auto& exchange = *reinterpret_cast<OnlineExchange*>(smem + 3 * kTileBytes);
-  auto& bars = *reinterpret_cast<WsBarriers*>(smem + 3 * kTileBytes + sizeof(OnlineExchange));
-  Layout s{};
-  s.tile = buffers;
-  s.keys = reinterpret_cast<int32_t*>(smem + 3 * kTileBytes + sizeof(OnlineExchange) + sizeof(WsBarriers));
-  s.counts = s.keys + key_stride;
-  s.key_stride = key_stride;
-  s.profile = args.profile;
-  float* sinks2 = reinterpret_cast<float*>(s.counts + 2);
-
-  const int64_t row = blockIdx.x;
-  profile_point(args.profile, 0);
-  const KeySlots slots = load_key_slots(args, row);
-  stage_q(args.q + row * kHeads * kDim, q_tile);
-  if (threadIdx.x < kHeads) sinks2[threadIdx.x] = args.sink[threadIdx.x] * kLog2e;
-  if (threadIdx.x == 0) {
-    mbarrier_init(&bars.full[0], 128);
-    mbarrier_init(&bars.full[1], 128);
-    mbarrier_init(&bars.empty[0], 256);
-    mbarrier_init(&bars.empty[1], 256);
-  }
-  compact_key_list(args, slots, reinterpret_cast<int*>(&exchange), s.keys, s.counts);  // exchange: free yet
-  cp_async_wait_all();
-  fence_proxy_async();  // Q's copies, read by wgmma
-  __syncthreads();      // Q, the sinks, the barriers' initialisation
-  profile_point(args.profile, 1);
-  profile_point(args.profile, 2);
-  const KeySource src{args.window_records, args.entry_records, s.counts[0], s.counts[1]};
-  const int tiles = (src.total + kTileKeys - 1) / kTileKeys;
-  if (threadIdx.x >= 256) {
-    registers_decrease<kProducerRegisters>();
-    ws_producer(s, src, tiles, buffers, bars);
-  } else {
-    registers_increase<kConsumerRegisters>();
-    ws_consumer(s, src, tiles, scale2, q_tile, buffers, exchange, bars, sinks2, args.out + row * kHeads * kDim);
-    profile_point(args.profile, 4);
-  }
-}
-
-void launch_online_ws(const SparseAttentionArgs& args, int key_stride, float scale, cudaStream_t stream) {
-  static std::atomic<uint64_t> configured_devices{0};
-  configure_once(online_ws_kernel, configured_devices, ws_shared_bytes(kSparseAttentionMaxKeys));
-  online_ws_kernel<<<static_cast<unsigned>(args.n), kWsThreads, ws_shared_bytes(key_stride), stream>>>(
-      args, key_stride, scale * 1.4426950408889634f);
-  FKV_CUDA_CHECK_LAUNCH();
-}
-
 // ---- split keys: several CTAs per query row (small batches) -----------------------------------------------
 // Exact in the same sense as the one-CTA kernel (P normalised before its BF16 rounding), in three launches:
 //   1. split_logits_kernel (row, split): S for the split's 64 keys (wgmma), written scaled to base 2 into a
@@ -1973,9 +1768,6 @@ void sparse_attention(const SparseAttentionArgs& args, cudaStream_t stream, Spar
     case SparseAttentionVariant::kOnline:
       // wgmma-only, like kSplitKeys: elsewhere the mma.sync kernel
       if (runs_sm90a_code()) return launch_online(args, key_stride, scale, stream);
-      return launch<0>(args, key_stride, scale, stream);
-    case SparseAttentionVariant::kOnlineWs:
-      if (runs_sm90a_code()) return launch_online_ws(args, key_stride, scale, stream);
       return launch<0>(args, key_stride, scale, stream);
     case SparseAttentionVariant::kSplitKeys:
       // its kernels are wgmma-only: elsewhere (the compute_90 PTX on a later device) the mma.sync kernel
