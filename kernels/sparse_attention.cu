@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <type_traits>
 
 #include <flashkv/numeric/scalar_codecs.hpp>
 
@@ -466,17 +467,26 @@ __device__ inline void load_chunks(const Layout& s, const KeySource& src, int ti
   }
 }
 
+// f(std::integral_constant<int, kFormat>) with the tile's record format (as in load_chunks: 0 both kinds, 1
+// window rows only, 2 entries only): one code path per tile keeps the loop's executed code small.
+template <int kKeys, typename F>
+__device__ inline void with_tile_format(const KeySource& src, int tile, F&& f) {
+  if (tile * kKeys >= src.window_keys) {
+    f(std::integral_constant<int, 2>{});
+  } else if ((tile + 1) * kKeys <= src.window_keys) {
+    f(std::integral_constant<int, 1>{});
+  } else {
+    f(std::integral_constant<int, 0>{});
+  }
+}
+
 template <int kKeys, int kBegin = 0, int kEnd = -1, int kWorkers>
 __device__ inline void load_tile(const Layout& s, const KeySource& src, int tile,
                                  TileRecords<kKeys, kWorkers>& r) {
   constexpr int kLast = chunk_end<TileRecords<kKeys, kWorkers>::kChunks, kEnd>;
-  if (tile * kKeys >= src.window_keys) {
-    load_chunks<kKeys, 2, kBegin, kLast>(s, src, tile, r);
-  } else if ((tile + 1) * kKeys <= src.window_keys) {
-    load_chunks<kKeys, 1, kBegin, kLast>(s, src, tile, r);
-  } else {
-    load_chunks<kKeys, 0, kBegin, kLast>(s, src, tile, r);
-  }
+  with_tile_format<kKeys>(src, tile, [&](auto format) {
+    load_chunks<kKeys, decltype(format)::value, kBegin, kLast>(s, src, tile, r);
+  });
 }
 
 // prmt.b32 in its generic mode: result byte i is byte (selector nibble i & 7) of {lo, hi}, or, when the
@@ -611,13 +621,9 @@ template <int kKeys, bool kFastDecode, int kBegin = 0, int kEnd = -1, int kWorke
 __device__ inline void decode_tile(const KeySource& src, int tile, const TileRecords<kKeys, kWorkers>& r,
                                    Sink&& sink) {
   constexpr int kLast = chunk_end<TileRecords<kKeys, kWorkers>::kChunks, kEnd>;
-  if (tile * kKeys >= src.window_keys) {
-    decode_chunks<kKeys, kFastDecode, kBegin, kLast, 2>(src, tile, r, sink);
-  } else if ((tile + 1) * kKeys <= src.window_keys) {
-    decode_chunks<kKeys, kFastDecode, kBegin, kLast, 1>(src, tile, r, sink);
-  } else {
-    decode_chunks<kKeys, kFastDecode, kBegin, kLast, 0>(src, tile, r, sink);
-  }
+  with_tile_format<kKeys>(src, tile, [&](auto format) {
+    decode_chunks<kKeys, kFastDecode, kBegin, kLast, decltype(format)::value>(src, tile, r, sink);
+  });
 }
 
 // Chunk i of worker w = 32·warp + lane: key warp + (kWorkers / 32)·i of the tile, 16-channel chunk `lane`.
@@ -627,22 +633,29 @@ __device__ inline void decode_tile(const KeySource& src, int tile, const TileRec
 // kRotateUpper (the one-pass kernel): channels 256..511 (slabs 4-7, lanes 16-31) of key k go to row
 // k ^ kKeys/2 of their slabs, so the warpgroup multiplying those channels sees the two halves of the keys
 // swapped (its own half of the softmax then sits in its first accumulators).
+// The byte offsets in the tile of the two 16-byte halves (lo, hi) of this worker's decoded chunk i.
 template <int kKeys, int kWorkers, bool kRotateUpper = false>
-__device__ inline void store_decoded_chunk(uint8_t* buffer, int i, uint4 lo, uint4 hi) {
+__device__ inline int2 decoded_chunk_offsets(int i) {
   constexpr int kKeysPerStep = kWorkers / kChunksPerKey;
   static_assert(kKeysPerStep == 4 || kKeysPerStep == 8, "warp < kKeysPerStep, a power of two");
   const int warp = worker_index<kWorkers>() / 32;
   const int chunk = worker_index<kWorkers>() % 32;
   const int first = 2 * chunk + ((chunk >> 2) & 1);
   const int phase = warp ^ ((kKeysPerStep * i) & 7);  // (warp + kKeysPerStep·i) mod 8
-  uint8_t* row = buffer + warp * 128 + i * kKeysPerStep * 128;
+  int row = warp * 128 + i * kKeysPerStep * 128;
   if (kRotateUpper) {  // key ^ kKeys/2 = key ± kKeys/2 (phases unchanged: kKeys/2 is a multiple of 8)
     const int shift = chunk >= kChunksPerKey / 2 ? kKeys / 2 * 128 : 0;
     row += i * kKeysPerStep < kKeys / 2 ? shift : -shift;
   }
-  *reinterpret_cast<uint4*>(row + (first >> 3) * (kKeys * 128) + (((first & 7) ^ phase) << 4)) = lo;
-  *reinterpret_cast<uint4*>(row + ((first ^ 1) >> 3) * (kKeys * 128) + ((((first ^ 1) & 7) ^ phase) << 4)) =
-      hi;
+  return make_int2(row + (first >> 3) * (kKeys * 128) + (((first & 7) ^ phase) << 4),
+                   row + ((first ^ 1) >> 3) * (kKeys * 128) + ((((first ^ 1) & 7) ^ phase) << 4));
+}
+
+template <int kKeys, int kWorkers, bool kRotateUpper = false>
+__device__ inline void store_decoded_chunk(uint8_t* buffer, int i, uint4 lo, uint4 hi) {
+  const int2 at = decoded_chunk_offsets<kKeys, kWorkers, kRotateUpper>(i);
+  *reinterpret_cast<uint4*>(buffer + at.x) = lo;
+  *reinterpret_cast<uint4*>(buffer + at.y) = hi;
 }
 
 // Decodes the tile's chunks [kBegin, kEnd) chunk by chunk straight into `buffer` (few registers live).
@@ -1146,8 +1159,9 @@ void configure_once(Kernel kernel, std::atomic<uint64_t>& configured_devices, si
 // both products: S = Q·Kᵀ (K-major B) and O += P·V (MN-major B, the same bytes). The softmax runs online: per
 // head a running max m (base 2, starting at the sink's logit) and a running sum l; a tile's P = BF16(2^(u −
 // m)) with m the max so far, raised (and O and l rescaled by 2^(m_old − m)) only when a logit exceeds it by
-// more than kMaxSlack, so P < 2^8; at the end out = BF16(O / (l + 2^(sink − m))). So P is rounded before it is normalised: not the CPU's faithful order; the
-// error bound is derived in tests/gpu/test_sparse_attention.cpp.
+// more than kMaxSlack, so P < 2^8; at the end out = BF16(O / (l + 2^(sink − m))). So P is rounded before it
+// is normalised: not the CPU's faithful order; the error bound is derived in
+// tests/gpu/test_sparse_attention.cpp.
 //
 // One CTA (two warpgroups) per query row. Q (64 heads x 512, BF16) sits in shared memory in the tiles'
 // swizzled K-major layout (cp.async at the start) and is the A operand of Q·Kᵀ by descriptor; warpgroup g
@@ -1160,7 +1174,8 @@ void configure_once(Kernel kernel, std::atomic<uint64_t>& configured_devices, si
 // its keys (the two l add up at the end); P goes to P·V from registers (the m64n64 accumulator layout is the
 // m64n256k16 A fragment layout). Tiles of 64 keys in two buffers: while
 // the tensor cores run tile t's Q·Kᵀ and then its P·V, every warp decodes half of tile t + 1 into the other
-// buffer, and reloads that half's records (registers) for tile t + 2 as soon as it is decoded.
+// buffer. The first half's records come through registers (loaded a whole half-iteration ahead); the second
+// half's are staged raw in the buffer itself by cp.async at the start of the iteration (stage_chunks).
 
 // The exchange area of the one-pass kernel: the partial dot products of the other warpgroup's keys (8 KB per
 // warpgroup), P of each warpgroup's keys (4 KB each), the rows' peaks or sums (1 KB each).
@@ -1183,6 +1198,88 @@ __device__ inline void cp_async_wait_all() {
   asm volatile("cp.async.wait_all;\n" ::: "memory");
 }
 
+// cp.async of kBytes (4, 8 or 16: .cg takes only 16).
+template <int kBytes>
+__device__ inline void cp_async(uint32_t shared_address, const void* global) {
+  if constexpr (kBytes == 16) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(shared_address), "l"(global) : "memory");
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(shared_address), "l"(global), "n"(kBytes)
+                 : "memory");
+  }
+}
+
+// The second half of each tile's records is staged raw in the tile buffer it decodes into (cp.async), not in
+// registers: all record loads into registers share one scoreboard, so the wait before the first half's
+// decode also waited for the second half's loads, issued just before (round s5's ncu profile: ~7% of the
+// kernel's samples on that wait). Chunk i of a thread stages its codes (16 bytes of a window row, 8 of an
+// entry) in the 16-byte place its decoded lo half takes and the 4-byte word holding its scale byte in the
+// place of its hi half; the same thread reads them back before it overwrites them with the decoded chunk,
+// so no other thread ever touches them (no barrier).
+template <int kFormat, int kBegin, int kEnd>
+__device__ inline void stage_chunks(const Layout& s, const KeySource& src, int tile, uint8_t* buffer) {
+  const auto chunk = static_cast<uint32_t>(threadIdx.x % kChunksPerKey);
+  // (as in load_chunks: per-call lane bases, one multiply-add per address; scale words 4-byte aligned)
+  const uint8_t* window_codes = opaque_pointer(src.window_records + chunk * kChunk);
+  const uint8_t* window_scales = opaque_pointer(src.window_records + kDim + 4 * (chunk / 8));
+  const uint8_t* entry_codes = opaque_pointer(src.entry_records + chunk * (kChunk / 2));
+  const uint8_t* entry_scales = opaque_pointer(src.entry_records + kDim / 2 + 4 * (chunk / 4));
+#pragma unroll
+  for (int i = kBegin; i < kEnd; ++i) {
+    const int t = tile * kTileKeys + (static_cast<int>(threadIdx.x) + i * kThreads) / kChunksPerKey;
+    const auto index = static_cast<size_t>(static_cast<uint32_t>(s.keys[t]));  // (stale past the end: unused)
+    const int2 at = decoded_chunk_offsets<kTileKeys, kThreads, true>(i);
+    const uint32_t lo = smem_address(buffer + at.x), hi = smem_address(buffer + at.y);
+    if (t >= src.total) {  // (uniform over the warp: a warp stages one key per i) decodes to zeros
+      *reinterpret_cast<uint4*>(buffer + at.x) = make_uint4(0, 0, 0, 0);
+      *reinterpret_cast<uint32_t*>(buffer + at.y) = 0;
+    } else if (kFormat == 1 || (kFormat == 0 && t < src.window_keys)) {
+      cp_async<16>(lo, window_codes + index * kFp8RecordBytes);
+      cp_async<4>(hi, window_scales + index * kFp8RecordBytes);
+    } else {
+      cp_async<8>(lo, entry_codes + index * kNvfp4RecordBytes);
+      cp_async<4>(hi, entry_scales + index * kNvfp4RecordBytes);
+    }
+  }
+}
+
+// This thread's staged chunks [kBegin, kEnd) back as TileRecords (after cp_async_wait_all).
+template <int kFormat, int kBegin, int kEnd>
+__device__ inline void read_staged_chunks(const KeySource& src, int tile, const uint8_t* buffer,
+                                          TileRecords<kTileKeys>& r) {
+  const int chunk = static_cast<int>(threadIdx.x) % kChunksPerKey;
+#pragma unroll
+  for (int i = kBegin; i < kEnd; ++i) {
+    const int t = tile * kTileKeys + (static_cast<int>(threadIdx.x) + i * kThreads) / kChunksPerKey;
+    const int2 at = decoded_chunk_offsets<kTileKeys, kThreads, true>(i);
+    const uint32_t word = *reinterpret_cast<const uint32_t*>(buffer + at.y);
+    if (kFormat == 1 || (kFormat == 0 && t < src.window_keys)) {
+      r.codes[i] = *reinterpret_cast<const uint4*>(buffer + at.x);
+      r.scale_code[i] = word >> (8 * (chunk / 2 % 4));  // (decode_chunk takes the low byte)
+    } else {
+      const uint2 half = *reinterpret_cast<const uint2*>(buffer + at.x);
+      r.codes[i] = make_uint4(half.x, half.y, 0, 0);
+      r.scale_code[i] = word >> (8 * (chunk % 4));
+    }
+  }
+}
+
+// Stages chunks [kBegin, kEnd) of the tile's records in `buffer` (stage_chunks) / reads them back.
+template <int kBegin, int kEnd>
+__device__ inline void stage_tile(const Layout& s, const KeySource& src, int tile, uint8_t* buffer) {
+  with_tile_format<kTileKeys>(src, tile, [&](auto format) {
+    stage_chunks<decltype(format)::value, kBegin, kEnd>(s, src, tile, buffer);
+  });
+}
+
+template <int kBegin, int kEnd>
+__device__ inline void read_staged_tile(const KeySource& src, int tile, const uint8_t* buffer,
+                                        TileRecords<kTileKeys>& r) {
+  with_tile_format<kTileKeys>(src, tile, [&](auto format) {
+    read_staged_chunks<decltype(format)::value, kBegin, kEnd>(src, tile, buffer, r);
+  });
+}
+
 // Q of the row into `q_tile`: head h as key h of a tile (8 slabs of 64 channels, 128-byte swizzle). 16-byte
 // cp.async when q is 16-byte aligned (the contract promises 4): the copies overlap the key list.
 __device__ void stage_q(const uint16_t* q_row, uint8_t* q_tile) {
@@ -1202,8 +1299,9 @@ __device__ void stage_q(const uint16_t* q_row, uint8_t* q_tile) {
 
 // Issues S = Q·Kᵀ over channels [dim0, dim0 + 16·kSteps) for the tile at `tile_base`, both operands by
 // descriptor, and commits it. acc: keys 8j.. of the tile in the m16n8k16 C layout (acc[4j .. 4j+3]).
-// The descriptors are built once and stepped by their start-address field (descriptor_step): the s5 profile had ~15 instructions of descriptor math
-// per wgmma, 243 per warp and tile, 12% of the kernel's stall samples.
+// The descriptors are built once and stepped by their start-address field (descriptor_step): the s5 profile
+// had ~15 instructions of descriptor math per wgmma, 243 per warp and tile, 12% of the kernel's stall
+// samples.
 template <int kSteps>
 __device__ inline void issue_qk_shared(float (&acc)[32], uint32_t q_base, uint32_t tile_base, int dim0) {
   const auto first = static_cast<uint32_t>((dim0 / 64) * kSlabBytes);
@@ -1232,8 +1330,8 @@ struct OnlineRows {
 // logit that far; otherwise P is taken against the max as it stands and nothing is rescaled.
 constexpr float kMaxSlack = 8.0f;
 
-// The barrier of the two warpgroups that share a tile's softmax (a policy: rounds s5r1/s5r2's warp-specialised
-// variant, code in git at 8fe313b, used named barrier 1 of its 256 consumer threads).
+// The barrier of the two warpgroups that share a tile's softmax (a policy: rounds s5r1/s5r2's
+// warp-specialised variant, code in git at 8fe313b, used named barrier 1 of its 256 consumer threads).
 struct CtaBarrier {
   __device__ static void sync() { __syncthreads(); }
   __device__ static bool sync_or(bool p) { return __syncthreads_or(p ? 1 : 0) != 0; }
@@ -1262,8 +1360,8 @@ __device__ inline void exchange_keys(const float (&acc)[32], OnlineExchange& x, 
 }
 
 // P = BF16(2^(u − m)) of this warpgroup's keys (u = scale2·s) against the rows' maxima, as the A fragments
-// of P·V's first two k-steps (pa[0], pa[1]), and this thread's share of the rows' sums. Returns whether some u
-// exceeds its row's max by more than kMaxSlack.
+// of P·V's first two k-steps (pa[0], pa[1]), and this thread's share of the rows' sums. Returns whether some
+// u exceeds its row's max by more than kMaxSlack.
 __device__ inline bool half_probabilities(const float (&s)[16], const OnlineRows& rows, float scale2,
                                           uint32_t (&pa)[4][4], float (&partial)[2]) {
   float e[16];
@@ -1277,7 +1375,8 @@ __device__ inline bool half_probabilities(const float (&s)[16], const OnlineRows
     e[i] = exp2_approx(u);
     partial[r] += e[i];
   }
-  // A fragment of k-step ks (keys 16ks.. of the half): rows g / g+8 at keys 16ks + 2c (+1), 16ks + 8 + 2c (+1)
+  // A fragment of k-step ks (keys 16ks.. of the half): rows g / g+8 at keys 16ks + 2c (+1), 16ks + 8 + 2c
+  // (+1)
 #pragma unroll
   for (int ks = 0; ks < 2; ++ks) {
 #pragma unroll
@@ -1364,8 +1463,8 @@ __device__ inline void tile_probabilities(const float (&s)[16], float scale2, On
 // S of the tile (this warpgroup's channel half of all 64 keys, in acc) -> P of all 64 keys as P·V's A
 // fragments (pa), keys [key0, key0 + 64) with those at or past `total` weighted 0.
 template <typename Barrier>
-__device__ inline void tile_softmax(const float (&acc)[32], OnlineExchange& x, int key0, int total, float scale2,
-                                    OnlineRows& rows, float (&o)[128], uint32_t (&pa)[4][4]) {
+__device__ inline void tile_softmax(const float (&acc)[32], OnlineExchange& x, int key0, int total,
+                                    float scale2, OnlineRows& rows, float (&o)[128], uint32_t (&pa)[4][4]) {
   const int group = static_cast<int>(threadIdx.x) / 128;
   const int c = static_cast<int>(threadIdx.x) % 4;
   float part[16];
@@ -1382,7 +1481,8 @@ __device__ inline void tile_softmax(const float (&acc)[32], OnlineExchange& x, i
 // out = O / (l + 2^(sink − m)) in place: the quad's four shares of l added, then the two warpgroups' through
 // x.rows (both get the same sum: a + b == b + a). The caller has ordered the last reads of x.rows.
 template <typename Barrier>
-__device__ inline void normalise_output(OnlineRows& rows, OnlineExchange& x, const float* sinks2, float (&o)[128]) {
+__device__ inline void normalise_output(OnlineRows& rows, OnlineExchange& x, const float* sinks2,
+                                        float (&o)[128]) {
   const int group = static_cast<int>(threadIdx.x) / 128;
   const int i = static_cast<int>(threadIdx.x) % 128;
   const int head0 = 16 * (i / 32);
@@ -1448,7 +1548,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   {
     TileRecords<kTileKeys> first;
     if (tiles > 0) load_tile(s, src, 0, first);
-    if (tiles > 1) load_tile(s, src, 1, records);
+    if (tiles > 1)
+      load_tile<kTileKeys, 0, kHalf>(s, src, 1, records);  // (its second half: staged in the loop)
     if (tiles > 0) store_tile<kTileKeys, true, 0, -1, true>(buffers, src, 0, first);
   }
   cp_async_wait_all();
@@ -1469,6 +1570,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int i = 0; i < 32; ++i) acc[i] = 0.0f;
     issue_qk_shared<16>(acc, q_base, current, 256 * group);
+    if (tile + 1 < tiles) stage_tile<kHalf, kAll>(s, src, tile + 1, next);  // lands during the softmax
     if (tile + 1 < tiles) store_tile<kTileKeys, true, 0, kHalf, true>(next, src, tile + 1, records);
     tile_mark(s, tile, 11);
     wait_wgmma(acc);
@@ -1479,8 +1581,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     tile_mark(s, tile, 13);
     // the first half's records of tile t + 2 only now: in flight during the softmax they cost spills
     if (tile + 2 < tiles) load_tile<kTileKeys, 0, kHalf>(s, src, tile + 2, records);
-    if (tile + 1 < tiles) store_tile<kTileKeys, true, kHalf, kAll, true>(next, src, tile + 1, records);
-    if (tile + 2 < tiles) load_tile<kTileKeys, kHalf, kAll>(s, src, tile + 2, records);
+    if (tile + 1 < tiles) {
+      TileRecords<kTileKeys> staged;
+      cp_async_wait_all();  // (this thread's own staged chunks: no barrier needed)
+      read_staged_tile<kHalf, kAll>(src, tile + 1, next, staged);
+      store_tile<kTileKeys, true, kHalf, kAll, true>(next, src, tile + 1, staged);
+    }
     tile_mark(s, tile, 15);
     wait_wgmma(o);
     tile_mark(s, tile, 16);
