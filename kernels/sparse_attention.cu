@@ -1570,7 +1570,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int i = 0; i < 32; ++i) acc[i] = 0.0f;
     issue_qk_shared<16>(acc, q_base, current, 256 * group);
+    tile_mark(s, tile, 14);
     if (tile + 1 < tiles) stage_tile<kHalf, kAll>(s, src, tile + 1, next);  // lands during the softmax
+    tile_mark(s, tile, 17);
     if (tile + 1 < tiles) store_tile<kTileKeys, true, 0, kHalf, true>(next, src, tile + 1, records);
     tile_mark(s, tile, 11);
     wait_wgmma(acc);

@@ -57,7 +57,7 @@ struct SparseAttentionArgs {
   // %globaltimer (ns) at the same points (words 5-9); words 10-18: clock64() at the stage boundaries of the
   // sixth key tile of Q·Kᵀ (10-13) and of P·V (15-18), as sparse_attention.cu's tile_mark calls place them.
   // kOnline: words 0-4 at its start, after the key list, after tile 0's decode, after the loop, at its end;
-  // words 10, 11, 12, 13, 15, 16 inside the sixth tile's iteration.
+  // words 10, 14, 17, 11, 12, 13, 15, 16 (in this order) inside the sixth tile's iteration.
   unsigned long long* profile = nullptr;
   // kSplitKeys scratch (optional): at least sparse_attention_workspace_bytes(n, window_cap, topk) bytes of
   // device memory, 16-byte aligned; when absent the call takes it from cudaMallocAsync on the stream.
