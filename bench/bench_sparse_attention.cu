@@ -111,7 +111,8 @@ void print_profile(fc::SparseAttentionArgs args, cudaStream_t stream, fc::Sparse
     return p[a] != 0 && p[b] != 0 ? static_cast<double>(p[b] - p[a]) : 0.0;
   };
   // phases between profile points 1-2, 2-3, 3-4: the one-pass variants have their own
-  const bool online = variant == fc::SparseAttentionVariant::kOnline;
+  const bool online = variant == fc::SparseAttentionVariant::kOnline ||
+                      variant == fc::SparseAttentionVariant::kOnlineInterleaved;
   const char* const phase[3] = {online ? "tile 0" : "Q.K^T", online ? "loop" : "softmax",
                                 online ? "output" : "P.V"};
   std::printf(
@@ -214,6 +215,7 @@ int main() {
       const char* name;
     } variants[] = {{fc::SparseAttentionVariant::kWgmma, "wgmma"},
                     {fc::SparseAttentionVariant::kOnline, "online"},
+                    {fc::SparseAttentionVariant::kOnlineInterleaved, "online_interleaved"},
                     {fc::SparseAttentionVariant::kSplitKeys, "split_keys"},
                     {fc::SparseAttentionVariant::kMmaSync, "mma"}};
     for (const auto& v : variants) {
@@ -240,7 +242,8 @@ int main() {
         if ((batch == 1 || batch == 128) && v.variant != fc::SparseAttentionVariant::kSplitKeys) {
           print_profile(args, stream, v.variant, profile.as<unsigned long long>(), name);
         }
-        if ((batch == 1 || batch == 128) && v.variant == fc::SparseAttentionVariant::kOnline) {
+        if ((batch == 1 || batch == 128) && (v.variant == fc::SparseAttentionVariant::kOnline ||
+                                             v.variant == fc::SparseAttentionVariant::kOnlineInterleaved)) {
           print_agreement(args, stream, v.variant, reference.as<uint16_t>(), name);
           // the same launches back to back, timed together: how much of the time above is launch overhead
           // (each launch above is timed alone, between two events)

@@ -1302,18 +1302,31 @@ __device__ void stage_q(const uint16_t* q_row, uint8_t* q_tile) {
 // The descriptors are built once and stepped by their start-address field (descriptor_step): the s5 profile
 // had ~15 instructions of descriptor math per wgmma, 243 per warp and tile, 12% of the kernel's stall
 // samples.
-template <int kSteps>
-__device__ inline void issue_qk_shared(float (&acc)[32], uint32_t q_base, uint32_t tile_base, int dim0) {
+struct QkDescriptors {
+  uint64_t a, b;
+};
+
+__device__ inline QkDescriptors qk_descriptors(uint32_t q_base, uint32_t tile_base, int dim0) {
   const auto first = static_cast<uint32_t>((dim0 / 64) * kSlabBytes);
-  const uint64_t a = sw128_descriptor(q_base + first, 16, 1024);
-  const uint64_t b = sw128_descriptor(tile_base + first, 16, 1024);
-  wgmma_fence();
+  return {sw128_descriptor(q_base + first, 16, 1024), sw128_descriptor(tile_base + first, 16, 1024)};
+}
+
+// k-steps [kBegin, kEnd) of S (+)= Q·Kᵀ (no fence, no commit).
+template <int kBegin, int kEnd>
+__device__ inline void issue_qk_steps(float (&acc)[32], const QkDescriptors& d) {
 #pragma unroll
-  for (int ks = 0; ks < kSteps; ++ks) {
+  for (int ks = kBegin; ks < kEnd; ++ks) {
     constexpr int kUnit = 16;  // the start-address field counts 16-byte units
     const auto step = static_cast<uint32_t>(((ks / 4) * kSlabBytes + (ks % 4) * 32) / kUnit);
-    wgmma_m64n64k16_ss(acc, descriptor_step(a, step), descriptor_step(b, step), ks > 0 ? 1 : 0);
+    wgmma_m64n64k16_ss(acc, descriptor_step(d.a, step), descriptor_step(d.b, step), ks > 0 ? 1 : 0);
   }
+}
+
+template <int kSteps>
+__device__ inline void issue_qk_shared(float (&acc)[32], uint32_t q_base, uint32_t tile_base, int dim0) {
+  const QkDescriptors d = qk_descriptors(q_base, tile_base, dim0);
+  wgmma_fence();
+  issue_qk_steps<0, kSteps>(acc, d);
   wgmma_commit();
 }
 
@@ -1506,6 +1519,36 @@ __device__ inline void normalise_output(OnlineRows& rows, OnlineExchange& x, con
   }
 }
 
+// kOnlineInterleaved (bench-only A/B): the first segment of an iteration with the 16 Q·Kᵀ wgmma issues spread
+// over the first half's decode — four k-steps, then one chunk staged and one decoded, four times — instead of
+// all issued first (the s6 profile had the warps stalled on the later issues, mio/wait, for ~0.5K cycles per
+// tile while the tensor cores worked through the first ones, before any decode began).
+template <int kFormat>
+__device__ inline void qk_with_first_half(float (&acc)[32], const QkDescriptors& d, const Layout& s,
+                                          const KeySource& src, int tile, uint8_t* buffer,
+                                          const TileRecords<kTileKeys>& records) {
+  constexpr int kHalf = TileRecords<kTileKeys>::kChunks / 2;
+  const auto store = [&](int i, uint4 lo, uint4 hi) {
+    store_decoded_chunk<kTileKeys, kThreads, true>(buffer, i, lo, hi);
+  };
+  wgmma_fence();
+  issue_qk_steps<0, 4>(acc, d);
+  stage_chunks<kFormat, kHalf, kHalf + 1>(s, src, tile, buffer);
+  decode_chunks<kTileKeys, true, 0, 1, kFormat>(src, tile, records, store);
+  issue_qk_steps<4, 8>(acc, d);
+  stage_chunks<kFormat, kHalf + 1, kHalf + 2>(s, src, tile, buffer);
+  decode_chunks<kTileKeys, true, 1, 2, kFormat>(src, tile, records, store);
+  issue_qk_steps<8, 12>(acc, d);
+  stage_chunks<kFormat, kHalf + 2, kHalf + 3>(s, src, tile, buffer);
+  decode_chunks<kTileKeys, true, 2, 3, kFormat>(src, tile, records, store);
+  issue_qk_steps<12, 16>(acc, d);
+  wgmma_commit();
+  stage_chunks<kFormat, kHalf + 3, kHalf + 4>(s, src, tile, buffer);
+  decode_chunks<kTileKeys, true, 3, 4, kFormat>(src, tile, records, store);
+  fence_proxy_async();
+}
+
+template <bool kInterleave>
 __global__ void __launch_bounds__(kThreads, 1)
     online_attention_kernel(SparseAttentionArgs args, int key_stride, float scale2) {
   constexpr float kLog2e = 1.4426950408889634f;
@@ -1569,11 +1612,20 @@ __global__ void __launch_bounds__(kThreads, 1)
     float acc[32];
 #pragma unroll
     for (int i = 0; i < 32; ++i) acc[i] = 0.0f;
-    issue_qk_shared<16>(acc, q_base, current, 256 * group);
-    tile_mark(s, tile, 14);
-    if (tile + 1 < tiles) stage_tile<kHalf, kAll>(s, src, tile + 1, next);  // lands during the softmax
-    tile_mark(s, tile, 17);
-    if (tile + 1 < tiles) store_tile<kTileKeys, true, 0, kHalf, true>(next, src, tile + 1, records);
+    if (kInterleave && tile + 1 < tiles) {
+      tile_mark(s, tile, 14);
+      tile_mark(s, tile, 17);
+      const QkDescriptors d = qk_descriptors(q_base, current, 256 * group);
+      with_tile_format<kTileKeys>(src, tile + 1, [&](auto format) {
+        qk_with_first_half<decltype(format)::value>(acc, d, s, src, tile + 1, next, records);
+      });
+    } else {
+      issue_qk_shared<16>(acc, q_base, current, 256 * group);
+      tile_mark(s, tile, 14);
+      if (tile + 1 < tiles) stage_tile<kHalf, kAll>(s, src, tile + 1, next);  // lands during the softmax
+      tile_mark(s, tile, 17);
+      if (tile + 1 < tiles) store_tile<kTileKeys, true, 0, kHalf, true>(next, src, tile + 1, records);
+    }
     tile_mark(s, tile, 11);
     wait_wgmma(acc);
     tile_mark(s, tile, 12);
@@ -1607,11 +1659,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   profile_point(args.profile, 4);
 }
 
+template <bool kInterleave>
 void launch_online(const SparseAttentionArgs& args, int key_stride, float scale, cudaStream_t stream) {
   static std::atomic<uint64_t> configured_devices{0};
-  configure_once(online_attention_kernel, configured_devices, online_shared_bytes(kSparseAttentionMaxKeys));
-  online_attention_kernel<<<static_cast<unsigned>(args.n), kThreads, online_shared_bytes(key_stride),
-                            stream>>>(args, key_stride, scale * 1.4426950408889634f);
+  configure_once(online_attention_kernel<kInterleave>, configured_devices,
+                 online_shared_bytes(kSparseAttentionMaxKeys));
+  online_attention_kernel<kInterleave>
+      <<<static_cast<unsigned>(args.n), kThreads, online_shared_bytes(key_stride), stream>>>(
+          args, key_stride, scale * 1.4426950408889634f);
   FKV_CUDA_CHECK_LAUNCH();
 }
 
@@ -1875,7 +1930,10 @@ void sparse_attention(const SparseAttentionArgs& args, cudaStream_t stream, Spar
       return launch<1>(args, key_stride, scale, stream);
     case SparseAttentionVariant::kOnline:
       // wgmma-only, like kSplitKeys: elsewhere the mma.sync kernel
-      if (runs_sm90a_code()) return launch_online(args, key_stride, scale, stream);
+      if (runs_sm90a_code()) return launch_online<false>(args, key_stride, scale, stream);
+      return launch<0>(args, key_stride, scale, stream);
+    case SparseAttentionVariant::kOnlineInterleaved:
+      if (runs_sm90a_code()) return launch_online<true>(args, key_stride, scale, stream);
       return launch<0>(args, key_stride, scale, stream);
     case SparseAttentionVariant::kSplitKeys:
       // its kernels are wgmma-only: elsewhere (the compute_90 PTX on a later device) the mma.sync kernel
