@@ -19,10 +19,11 @@
 //     BF16 rounding when that value is more than kMidpointMargin (3) ulps from a BF16 rounding midpoint (the
 //     argument needs > 2.51, see below), so the exact value and the CPU's double result round the same way;
 //     otherwise the out-of-line fallback evaluates the CPU's double expression itself.
-//   - RoPE: the CPU's double expressions with explicit _rn intrinsics (no FMA contraction), angles as fp32
-//     products; cos and sin from a k·π/32 table and short polynomials, used when the result is far from an
-//     fp32 rounding midpoint, else libdevice's (see the caveat in kv_write.cuh and
-//     docs/perf-notes/kv-write.md for the host checks). The row's pairs are spread over all its lanes.
+//   - RoPE: angles as fp32 products; cos, sin and the rotation in fp32 (a k·π/128 table and short
+//     polynomials) with an error bound, kept when the bound leaves the rotated pair's BF16 rounding decided
+//     for any cos/sin within an fp32 ulp of the exact ones; otherwise the CPU's double expressions with
+//     libdevice's sincos (see the caveat in kv_write.cuh; host check in tools/exactness-checks/). The row's
+//     pairs are spread over all its lanes.
 //   - Ratio-2 pooling: an fp32 estimate with an error bound, kept when it is far from a BF16 midpoint, else
 //     the CPU's double expression (exp from libdevice).
 //   - Quantizers: block scales from the host functions compiled for the device, codes from the exact
@@ -634,80 +635,6 @@ __device__ void sincos_libdevice(double a, double& sine, double& cosine) {
   cosine = __hiloint2double(__double2hiint(cos_r) ^ cos_sign, __double2loint(cos_r));
 }
 
-// libdevice's sin and cos as {cos, sin}, out of line: the rare angles faithful_cos_sin leaves open.
-__device__ __noinline__ double2 cos_sin_libdevice(double a) {
-  double sine, cosine;
-  sincos_libdevice(a, sine, cosine);
-  return make_double2(cosine, sine);
-}
-
-// {sin, cos}(k·π/32) for k = 0 … 63, correctly rounded to double (mpmath, 200 bits). Copied to shared memory
-// per CTA: lanes index it with different k, which the constant bank would serialize.
-__constant__ double2 kSinCosPi32[64] = {
-#include "rope_sincos_table.inc"
-};
-
-// faithful_cos_sin's constants (in the constant bank, not materialised by two moves each): 32/π; π/32 in
-// three parts (libdevice's π/2 parts scaled by 2^-4); cos: −1/720, 1/24; sin: −1/5040, 1/120, −1/6.
-__constant__ double kSinCosCoefficients[9] = {
-    0x1.45f306dc9c883p+3,   0x1.921fb54442d18p-4,   0x1.1a62633145c00p-58,
-    0x1.b839a252049c0p-108, -0x1.6c16c16c16c17p-10, 0x1.5555555555555p-5,
-    -0x1.a01a01a01a01ap-13, 0x1.1111111111111p-7,   -0x1.5555555555555p-3};
-
-// Whether RN32(v') = RN32(v) for every v' within kCosSinMargin double ulps of v: v is farther than that from
-// an fp32 rounding midpoint (the low 29 bits of its significand, 2^28 at the midpoint) and in the normal
-// fp32 range (zero, fp32 subnormals and NaN are left open).
-constexpr uint32_t kCosSinMargin = 1024;
-// The two conditions as unsigned keys (decided iff midpoint key > 2·kCosSinMargin and exponent key >=
-// 1023 − 126), so that cos and sin combine by min without branches (round s5r0 profile: the
-// short-circuit tests were ~18 instructions and three branches per pair).
-__device__ uint32_t midpoint_key(double v) {
-  return (static_cast<uint32_t>(__double2loint(v)) & 0x1fffffffu) + kCosSinMargin - 0x10000000u;
-}
-__device__ uint32_t exponent_key(double v) {
-  return static_cast<uint32_t>(__double2hiint(v)) & 0x7ff00000u;
-}
-
-// cos and sin of a faithful angle (an fp32 product) rounded to fp32 as the reference's tables hold them
-// (RN32 of libdevice's double sincos, which the CPU's glibc matches to 1-2 double ulps: kv_write.cuh), in
-// double. Table-driven instead of libdevice's reduction by π/2 with two degree-7 polynomials: k = RN(a·32/π),
-// r = a − k·π/32 by libdevice's three-part π/2 scaled by 2^-4 (|r| <= π/64, z = r² <= 2^-8.7), cos r − 1 and
-// sin r by their Taylor polynomials to z³ and r^7 (truncation below z^4/8! < 2^-50 and r·z^4/9! < 2^-53·r),
-// then the angle-sum formulas with {sin, cos}(k·π/32) from `table`. Its error is below 16 double ulps (host:
-// 12.9 worst in 2·10^8 values), libdevice's below 2 (1.5), so the two round to the same fp32 whenever the
-// table value is more than kCosSinMargin = 1024 ulps from an fp32 midpoint; the rest (about 3·10^-6 of the
-// values, zeros, |a| >= 2^25) take libdevice's sincos itself. Host check against the bit-exact transcription
-// of libdevice's: 0 fp32 differences in 2·10^8 values (docs/perf-notes/kv-write.md). About 30 instructions
-// instead of ~50.
-__device__ void faithful_cos_sin(float angle, const double2* table, double& c, double& s) {
-  const double a = angle;
-  constexpr double kRound = 0x1.8p52;  // adding it rounds |x| < 2^51 to an integer, ties to even
-  const double t = __dadd_rn(__dmul_rn(a, kSinCosCoefficients[0]), kRound);
-  const double k = __dsub_rn(t, kRound);
-  double r = __fma_rn(-k, kSinCosCoefficients[1], a);
-  r = __fma_rn(-k, kSinCosCoefficients[2], r);
-  r = __fma_rn(-k, kSinCosCoefficients[3], r);
-  const double z = __dmul_rn(r, r);
-  const double cos_minus_1 =
-      __dmul_rn(z, __fma_rn(z, __fma_rn(z, kSinCosCoefficients[4], kSinCosCoefficients[5]), -0.5));
-  const double sin_poly =
-      __fma_rn(z, __fma_rn(z, kSinCosCoefficients[6], kSinCosCoefficients[7]), kSinCosCoefficients[8]);
-  const double sin_r = __fma_rn(__dmul_rn(r, z), sin_poly, r);
-  const double2 e = table[__double2loint(t) & 63];  // {sin, cos}(k·π/32)
-  double sine = __dadd_rn(e.x, __fma_rn(e.x, cos_minus_1, __dmul_rn(e.y, sin_r)));
-  double cosine = __dadd_rn(e.y, __fma_rn(e.y, cos_minus_1, -__dmul_rn(e.x, sin_r)));
-  const bool decided = (min(midpoint_key(sine), midpoint_key(cosine)) > 2 * kCosSinMargin) &
-                       (min(exponent_key(sine), exponent_key(cosine)) >= (1023u - 126u) << 20) &
-                       (fabsf(angle) < 0x1p25f);
-  if (!decided) {
-    const double2 exact = cos_sin_libdevice(a);
-    cosine = exact.x;
-    sine = exact.y;
-  }
-  c = __double2float_rn(cosine);
-  s = __double2float_rn(sine);
-}
-
 // A lane's 8 pairs to and from shared memory (16-byte aligned) with 16-byte accesses.
 __device__ void store_pairs(uint32_t* dst, const uint32_t (&p)[kChannels / 2]) {
   reinterpret_cast<uint4*>(dst)[0] = make_uint4(p[0], p[1], p[2], p[3]);
@@ -731,6 +658,12 @@ __device__ void load_pairs(const float2* src, float2 (&p)[kChannels / 2]) {
   }
 }
 
+// {sin, cos}(k·π/128) for k = 0 … 255, correctly rounded to fp32 (mpmath). Copied to shared memory per CTA:
+// lanes index it with different k, which the constant bank would serialize.
+__constant__ float2 kSinCosPi128[256] = {
+#include "rope_sincos_table.inc"
+};
+
 // One pair (re, im) rotated by the angle as rope.cpp does: the rotated pair is computed in double from the
 // fp32 cos/sin and rounded to fp32, then (faithful) BF16, one cvt for the pair (RNE as the host's, NaN
 // payloads aside, which the quantizers zero). Faithful angles are fp32 products position·f, clean ones
@@ -740,11 +673,71 @@ __device__ float2 rotate_values(float re_f, float im_f, double c, double s) {
   return make_float2(__double2float_rn(__dsub_rn(__dmul_rn(re, c), __dmul_rn(im, s))),
                      __double2float_rn(__dadd_rn(__dmul_rn(re, s), __dmul_rn(im, c))));
 }
-__device__ uint32_t rotate_pair(uint32_t pair, float position_f, float freq_f, const double2* cos_sin_table) {
-  double c, s;
-  faithful_cos_sin(__fmul_rn(position_f, freq_f), cos_sin_table, c, s);
-  const float2 out = rotate_values(__uint_as_float(pair << 16), __uint_as_float(pair & 0xffff0000u), c, s);
+
+// The CPU's faithful rotation of a BF16 pair: cos and sin of the fp32 angle as RN32 of libdevice's double
+// sincos (the CPU's glibc agrees to 1-2 double ulps: kv_write.cuh), the rotation in double. Out of line: the
+// rare pairs rotate_pair's fp32 path leaves open.
+__device__ __noinline__ uint32_t rotate_pair_exact(uint32_t pair, float angle) {
+  double sine, cosine;
+  sincos_libdevice(angle, sine, cosine);
+  const float2 out = rotate_values(__uint_as_float(pair << 16), __uint_as_float(pair & 0xffff0000u),
+                                   __double2float_rn(cosine), __double2float_rn(sine));
   return bf16x2_bits(out.x, out.y);
+}
+
+// cos and sin of an fp32 angle |a| < 2^24 in fp32, each within 1.2·2^-24 of the exact value (absolute):
+// k = RN(a·128/π) in double (one fma: |a·128/π| < 2^29.4, so the 1.5·2^52 addend rounds it to an integer
+// held in the low bits), r = a − k·π/128 in double with π/128's double (|k|·|π/128 − hi| < 2^-30.5; |r| <=
+// π/256 + that), rounded to fp32; cos r − 1 = −r²/2 (the dropped r^4/24 < 2^-30) and sin r = r − r³/6
+// (r^5/120 < 2^-38) in fp32, and the angle-sum formulas with {sin, cos}(k·π/128) from `table` (fp32, within
+// 2^-25). Error: table 2^-25 + final rounding 2^-25 + the rest < 2^-28 (derivation in
+// docs/perf-notes/kv-write.md, measured by tools/exactness-checks/rope_fp32_rotation.cpp). ~14 instructions,
+// against ~30 for the double table path and its ~10-instruction midpoint test (sessions 4-5): the exactness
+// test moved to the rotated BF16 result (rotate_pair), whose 8 significant bits leave far more room than
+// cos/sin's fp32 rounding.
+__constant__ double kPi128[2] = {0x1.45f306dc9c883p+5, 0x1.921fb54442d18p-6};  // 128/π, π/128 (double)
+
+__device__ void cos_sin_f32(float angle, const float2* table, float& c, float& s) {
+  const double a = angle;
+  const double t = __fma_rn(a, kPi128[0], 0x1.8p52);  // 1.5·2^52 + RN(a·128/π)
+  const double k = __dsub_rn(t, 0x1.8p52);
+  const float r = __double2float_rn(__fma_rn(-k, kPi128[1], a));
+  const float2 e = table[__double2loint(t) & 255];                    // {sin, cos}(k·π/128)
+  const float h = __fmul_rn(__fmul_rn(r, r), -0.5f);                  // cos r − 1
+  const float sin_r = __fmaf_rn(__fmul_rn(r, h), 0x1.555556p-2f, r);  // r + (−r³/2)·RN(1/3)
+  s = __fadd_rn(e.x, __fmaf_rn(e.x, h, __fmul_rn(e.y, sin_r)));
+  c = __fadd_rn(e.y, __fmaf_rn(e.y, h, -__fmul_rn(e.x, sin_r)));
+}
+
+// rotate_pair's bound on |u − V| per unit of |re| + |im|, V = re·c32 − im·s32 the CPU's exact rotation for
+// any c32, s32 within 2^-24 of cos and sin (one fp32 ulp: both libdevice's and glibc's RN32 qualify): c, s
+// within 1.2·2^-24 of cos, sin, so 2.2·2^-24 from c32, s32 (times |re| + |im|), plus the two fp32 roundings
+// of u (2^-24·|im·s| and half an ulp of u, each at most (1 + 2^-22)·2^-24·(|re| + |im|)): 4.2001·2^-24 in
+// all. 5·2^-24 covers it with the roundings of |re| + |im| and of the bound itself.
+constexpr float kRotationBound = 0x1.4p-22f;  // 5·2^-24
+
+// One faithful pair (re, im BF16 bits, re in the low half) rotated by position·f: the CPU's value is
+// bf16(RN32(re·c32 − im·s32)) (rotate_values in double). Here u = RN32(re·c − RN32(im·s)) and v = RN32(im·c +
+// RN32(re·s)) in fp32 with cos_sin_f32, and B >= |u − V| (kRotationBound): V lies in [RD(u − B), RU(u + B)],
+// so do the CPU's double and fp32 roundings of it (monotone, with fp32 endpoints), and so does its BF16
+// rounding between the BF16 roundings of the ends: when those agree for both values, that is the CPU's
+// result. Else (cancellation, a value near a BF16 midpoint, zero pairs: 0.18% of pairs of normal values) and
+// for |a| >= 2^24 or |re| + |im| >= 2^100 (Inf, NaN), the CPU's expression. The bound's 2^-120 term covers
+// the absolute rounding errors (2^-150 each) of subnormal products. Host check:
+// tools/exactness-checks/rope_fp32_rotation.cpp.
+__device__ uint32_t rotate_pair(uint32_t pair, float position_f, float freq_f, const float2* cos_sin_table) {
+  const float angle = __fmul_rn(position_f, freq_f);
+  float c, s;
+  cos_sin_f32(angle, cos_sin_table, c, s);
+  const float re = __uint_as_float(pair << 16), im = __uint_as_float(pair & 0xffff0000u);
+  const float u = __fmaf_rn(re, c, -__fmul_rn(im, s));
+  const float v = __fmaf_rn(im, c, __fmul_rn(re, s));
+  const float sum = __fadd_rn(fabsf(re), fabsf(im));
+  const float bound = __fmaf_rn(sum, kRotationBound, 0x1p-120f);
+  const uint32_t low = bf16x2_bits(__fsub_rd(u, bound), __fsub_rd(v, bound));
+  const uint32_t high = bf16x2_bits(__fadd_ru(u, bound), __fadd_ru(v, bound));
+  if (low == high && sum < 0x1p100f && fabsf(angle) < 0x1p24f) return low;
+  return rotate_pair_exact(pair, angle);
 }
 __device__ float2 rotate_pair(float2 pair, double position_d, double freq) {
   double c, s;
@@ -756,7 +749,7 @@ __device__ float2 rotate_pair(float2 pair, double position_d, double freq) {
 struct RopeFrequencies {
   double f64[32];
   float f32[32];
-  double2 sin_cos[64];  // kSinCosPi32 (faithful angles)
+  float2 sin_cos[256];  // kSinCosPi128 (faithful angles)
 };
 
 // Called by every thread of the CTA before its rows (one barrier).
@@ -766,7 +759,7 @@ __device__ void load_rope_frequencies(const RopeParams& rope, RopeFrequencies& f
     freqs.f64[threadIdx.x] = f;
     freqs.f32[threadIdx.x] = static_cast<float>(f);
   }
-  if (threadIdx.x < 64) freqs.sin_cos[threadIdx.x] = kSinCosPi32[threadIdx.x];
+  freqs.sin_cos[threadIdx.x] = kSinCosPi128[threadIdx.x];  // kThreads = 256
   __syncthreads();
 }
 

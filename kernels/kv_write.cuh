@@ -18,7 +18,8 @@
 //     angles as fp32 products. Records are byte-identical to the CPU path on the same inputs, with one
 //     caveat: the CPU takes cos/sin/exp from glibc and the GPU from CUDA's libdevice, both within 1-2 ulp in
 //     double; a value whose fp32 rounding falls between the two (about 2^-28 per value) would differ. Never
-//     seen in the tests.
+//     seen in the tests. (RoPE's fp32 fast path is exact for any cos/sin within an fp32 ulp; only the rare
+//     pairs it leaves open use libdevice's.)
 //   - kClean: fp32 rows, no quantizers (records are dim fp32 values), double angles; same operation order.
 //
 // Record layouts (faithful) are those of <flashkv/numeric/kv_records.hpp>; where records live:
