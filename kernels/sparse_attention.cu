@@ -1354,13 +1354,15 @@ struct CtaBarrier {
 // the upper channel slabs (kRotateUpper), so each warpgroup's own keys are its accumulators 0-15 and the
 // other's 16-31: it hands the latter over through shared memory and adds the other's partial dot products of
 // its own keys (thread i of each warpgroup holds the same positions). s: S of its keys, raw dot products.
-template <typename Barrier>
-__device__ inline void exchange_keys(const float (&acc)[32], OnlineExchange& x, float (&s)[16]) {
+// fill(): independent work issued before the barrier (its wait hides behind it).
+template <typename Barrier, typename Fill>
+__device__ inline void exchange_keys(const float (&acc)[32], OnlineExchange& x, float (&s)[16], Fill&& fill) {
   const int group = static_cast<int>(threadIdx.x) / 128;
   const int i = static_cast<int>(threadIdx.x) % 128;
 #pragma unroll
   for (int k = 0; k < 4; ++k)
     x.s[group][k][i] = make_float4(acc[16 + 4 * k], acc[17 + 4 * k], acc[18 + 4 * k], acc[19 + 4 * k]);
+  fill();
   Barrier::sync();
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
@@ -1442,10 +1444,12 @@ __device__ inline void raise_maxima(const float (&s)[16], float scale2, OnlineRo
 // The tile's P (BF16) as the A fragments of P·V's four k-steps over the tile's rows as this warpgroup's slabs
 // hold them: its own keys first (half_probabilities), then the other warpgroup's (through shared memory).
 // Raises the maxima first when some logit of either warpgroup exceeds its row's max by more than kMaxSlack
-// (a CTA-uniform decision: the barrier that publishes P also ORs the threads' flags).
-template <typename Barrier>
+// (a CTA-uniform decision: the barrier that publishes P also ORs the threads' flags). fill() as in
+// exchange_keys.
+template <typename Barrier, typename Fill>
 __device__ inline void tile_probabilities(const float (&s)[16], float scale2, OnlineRows& rows,
-                                          OnlineExchange& x, float (&o)[128], uint32_t (&pa)[4][4]) {
+                                          OnlineExchange& x, float (&o)[128], uint32_t (&pa)[4][4],
+                                          Fill&& fill) {
   const int group = static_cast<int>(threadIdx.x) / 128;
   const int i = static_cast<int>(threadIdx.x) % 128;
   float partial[2];
@@ -1455,6 +1459,7 @@ __device__ inline void tile_probabilities(const float (&s)[16], float scale2, On
     for (int ks = 0; ks < 2; ++ks) x.p[group][ks][i] = make_uint4(pa[ks][0], pa[ks][1], pa[ks][2], pa[ks][3]);
   };
   publish();
+  fill();
   if (Barrier::sync_or(exceeds)) {
     raise_maxima<Barrier>(s, scale2, rows, x, o);
     half_probabilities(s, rows, scale2, pa, partial);
@@ -1474,21 +1479,24 @@ __device__ inline void tile_probabilities(const float (&s)[16], float scale2, On
 }
 
 // S of the tile (this warpgroup's channel half of all 64 keys, in acc) -> P of all 64 keys as P·V's A
-// fragments (pa), keys [key0, key0 + 64) with those at or past `total` weighted 0.
-template <typename Barrier>
+// fragments (pa), keys [key0, key0 + 64) with those at or past `total` weighted 0. fill(stage) is called
+// before each of its two barriers (stage 0, 1) with independent work: the softmax is a chain of latencies
+// (shared-memory round trips, two CTA barriers, MUFU) with the tensor cores idle, which the work hides.
+template <typename Barrier, typename Fill>
 __device__ inline void tile_softmax(const float (&acc)[32], OnlineExchange& x, int key0, int total,
-                                    float scale2, OnlineRows& rows, float (&o)[128], uint32_t (&pa)[4][4]) {
+                                    float scale2, OnlineRows& rows, float (&o)[128], uint32_t (&pa)[4][4],
+                                    Fill&& fill) {
   const int group = static_cast<int>(threadIdx.x) / 128;
   const int c = static_cast<int>(threadIdx.x) % 4;
   float part[16];
-  exchange_keys<Barrier>(acc, x, part);
+  exchange_keys<Barrier>(acc, x, part, [&] { fill(std::integral_constant<int, 0>{}); });
   if (key0 + kTileKeys > total) {  // keys past the row's end: u = −∞, p = 0
 #pragma unroll
     for (int k = 0; k < 16; ++k) {
       if (key0 + 32 * group + 8 * (k / 4) + 2 * c + k % 2 >= total) part[k] = -INFINITY;
     }
   }
-  tile_probabilities<Barrier>(part, scale2, rows, x, o, pa);
+  tile_probabilities<Barrier>(part, scale2, rows, x, o, pa, [&] { fill(std::integral_constant<int, 1>{}); });
 }
 
 // out = O / (l + 2^(sink − m)) in place: the quad's four shares of l added, then the two warpgroups' through
@@ -1629,18 +1637,30 @@ __global__ void __launch_bounds__(kThreads, 1)
     tile_mark(s, tile, 11);
     wait_wgmma(acc);
     tile_mark(s, tile, 12);
+    // the second half of tile t + 1, from its staged records: one chunk before each of the softmax's two
+    // barriers (their waits hide behind the decode), two during P·V
+    const auto decode_staged = [&](auto first) {
+      constexpr int kFirst = kHalf + decltype(first)::value;
+      if (tile + 1 >= tiles) return;
+      if (kFirst == kHalf) cp_async_wait_all();  // (this thread's own staged chunks: no barrier needed)
+      with_tile_format<kTileKeys>(src, tile + 1, [&](auto format) {
+        TileRecords<kTileKeys> staged;
+        read_staged_chunks<decltype(format)::value, kFirst, kFirst + 1>(src, tile + 1, next, staged);
+        decode_chunks<kTileKeys, true, kFirst, kFirst + 1, decltype(format)::value>(
+            src, tile + 1, staged, [&](int i, uint4 lo, uint4 hi) {
+              store_decoded_chunk<kTileKeys, kThreads, true>(next, i, lo, hi);
+            });
+      });
+    };
     uint32_t pa[4][4];
-    tile_softmax<CtaBarrier>(acc, exchange, tile * kTileKeys, src.total, scale2, rows, o, pa);
+    tile_softmax<CtaBarrier>(acc, exchange, tile * kTileKeys, src.total, scale2, rows, o, pa, decode_staged);
     issue_pv_fragments<4>(o, pa, current, kSlabBytes);
     tile_mark(s, tile, 13);
     // the first half's records of tile t + 2 only now: in flight during the softmax they cost spills
     if (tile + 2 < tiles) load_tile<kTileKeys, 0, kHalf>(s, src, tile + 2, records);
-    if (tile + 1 < tiles) {
-      TileRecords<kTileKeys> staged;
-      cp_async_wait_all();  // (this thread's own staged chunks: no barrier needed)
-      read_staged_tile<kHalf, kAll>(src, tile + 1, next, staged);
-      store_tile<kTileKeys, true, kHalf, kAll, true>(next, src, tile + 1, staged);
-    }
+    decode_staged(std::integral_constant<int, 2>{});
+    decode_staged(std::integral_constant<int, 3>{});
+    fence_proxy_async();  // the decoded tile is read by wgmma
     tile_mark(s, tile, 15);
     wait_wgmma(o);
     tile_mark(s, tile, 16);
