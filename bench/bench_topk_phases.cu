@@ -3,9 +3,12 @@
 // at the phase boundaries; printed per shape as the median over a few calls, in ns from the first stamp of
 // the call (the global timer) and in SM cycles within a kernel (the clock). The library build has no stamps;
 // the timed numbers are bench_topk's. Phases: short kernel 0 start, 1 loads + max, 2 guess L, 3 flags
-// counted, 4 candidates placed, 5 radix passes, 6 end; long rows: filter CTA (0, 0) 10 start, 11 L known
-// (its sample taken), 12 end; merge CTA 0 13 past its wait (the filter grid done), 14 gathered, 5 radix
-// passes, 15 end. Each shape's call is also timed (bench_topk's method) in the same run.
+// counted, 4 candidates placed, 5 radix passes, 6 end; long rows in two launches: filter CTA (0, 0) 10
+// start, 11 L known (its sample taken), 12 end; merge CTA 0 13 past its wait (the filter grid done), 14
+// gathered, 5 radix passes, 15 end; long rows in one cluster launch (leader CTA of row 0): 20 start, 21 L
+// known, 22 its tiles filtered, 23 candidates in the leader, 5 radix passes, 24 end. Each shape's call is
+// also timed (bench_topk's method) in the same run; shapes that take the cluster path are traced and timed
+// again on the two-launch path (same-run A/B).
 #define FLASHKV_TOPK_PHASES 1
 // Own names for the entry points, so this copy never meets the library's.
 #define top_k_rows top_k_rows_phases
@@ -49,9 +52,10 @@ Stamps traced_call(fc::ScoreType type, int64_t rows, int64_t n, const void* scor
   return stamps;
 }
 
-// The first stamp of the kernel that stamps `slot` (slot 5 is the short kernel's or the merge kernel's).
-int kernel_origin(int slot, bool short_path) {
-  if (slot <= 6) return short_path ? 0 : 13;
+// The first stamp of the kernel that stamps `slot` (slot 5 is the short, merge or cluster kernel's).
+int kernel_origin(int slot, const Stamps& stamps) {
+  if (slot >= 20) return 20;
+  if (slot <= 6) return stamps[0][0] != 0 ? 0 : (stamps[20][0] != 0 ? 20 : 13);
   return slot <= 12 ? 10 : 13;
 }
 
@@ -60,10 +64,12 @@ unsigned long long median(std::vector<unsigned long long> values) {
   return values[values.size() / 2];
 }
 
-void trace_shape(fc::ScoreType type, int64_t n, int64_t rows, const void* scores, int32_t* out) {
+// Returns whether the call took the cluster path.
+bool trace_shape(fc::ScoreType type, int64_t n, int64_t rows, const void* scores, int32_t* out,
+                 const std::string& suffix) {
   const std::string name = std::string("topk512_") + (type == fc::ScoreType::kFp32 ? "fp32" : "bf16") + "_n" +
                            std::to_string(n) + "_b" + std::to_string(rows);
-  if (!fb::selected(name)) return;
+  if (!fb::selected(name)) return false;
   fb::DeviceBuffer workspace(std::max<size_t>(1, fc::top_k_workspace_bytes_phases(rows, n, kK)));
   for (int i = 0; i < 3; ++i) traced_call(type, rows, n, scores, out, workspace);  // warm-up
   std::vector<Stamps> calls;
@@ -71,8 +77,9 @@ void trace_shape(fc::ScoreType type, int64_t n, int64_t rows, const void* scores
   const double ms = fb::median_ms(nullptr, [&] {
     fc::top_k_rows_phases(scores, type, rows, n, kK, out, workspace.as<void>(), workspace.bytes(), nullptr);
   });
-  std::printf("  %-28s timed %.1f us\n", name.c_str(), ms * 1e3);
-  std::printf("  %-28s", name.c_str());
+  const std::string label = name + suffix;
+  std::printf("  %-40s timed %.1f us\n", label.c_str(), ms * 1e3);
+  std::printf("  %-40s", label.c_str());
   for (int slot = 0; slot < kSlots; ++slot) {
     if (calls[0][slot][0] == 0) continue;
     std::vector<unsigned long long> ns, cycles;
@@ -81,11 +88,12 @@ void trace_shape(fc::ScoreType type, int64_t n, int64_t rows, const void* scores
       for (const auto& stamp : s)
         if (stamp[0] != 0) first = std::min(first, stamp[0]);
       ns.push_back(s[slot][0] - first);
-      cycles.push_back(s[slot][1] - s[kernel_origin(slot, s[0][0] != 0)][1]);
+      cycles.push_back(s[slot][1] - s[kernel_origin(slot, s)][1]);
     }
     std::printf(" %d:%lluns/%llucy", slot, median(ns), median(cycles));
   }
   std::printf("\n");
+  return calls[0][20][0] != 0;
 }
 
 }  // namespace
@@ -102,19 +110,27 @@ int main() {
     fb::fill_random(f32.as<float>(), kMaxElements, 21, 1.0f, stream);
     fb::fill_random(bf16.as<uint16_t>(), kMaxElements, 22, 1.0f, stream);
     FKV_CUDA_CHECK(cudaStreamSynchronize(stream));
-    constexpr std::array<std::array<int64_t, 2>, 9> kShapes = {{{16384, 1},
-                                                                {16384, 4},
-                                                                {65536, 64},
-                                                                {262144, 16},
-                                                                {1048576, 1},
-                                                                {1048576, 4},
-                                                                {1048576, 16},
-                                                                {1048576, 64},
-                                                                {262144, 64}}};
+    constexpr std::array<std::array<int64_t, 2>, 13> kShapes = {{{16384, 1},
+                                                                 {16384, 4},
+                                                                 {65536, 1},
+                                                                 {65536, 4},
+                                                                 {262144, 1},
+                                                                 {262144, 4},
+                                                                 {65536, 64},
+                                                                 {262144, 16},
+                                                                 {1048576, 1},
+                                                                 {1048576, 4},
+                                                                 {1048576, 16},
+                                                                 {1048576, 64},
+                                                                 {262144, 64}}};
     for (const fc::ScoreType type : {fc::ScoreType::kBf16, fc::ScoreType::kFp32}) {
       for (const auto& [n, rows] : kShapes) {
         const void* scores = type == fc::ScoreType::kFp32 ? f32.as<void>() : bf16.as<void>();
-        trace_shape(type, n, rows, scores, out.as<int32_t>());
+        if (trace_shape(type, n, rows, scores, out.as<int32_t>(), "")) {
+          fc::topk_force_two_launch = true;
+          trace_shape(type, n, rows, scores, out.as<int32_t>(), " two-launch");
+          fc::topk_force_two_launch = false;
+        }
       }
     }
     FKV_CUDA_CHECK(cudaStreamDestroy(stream));

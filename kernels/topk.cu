@@ -19,6 +19,7 @@
 #include <flashkv/error.hpp>
 
 #include <algorithm>
+#include <array>
 #include <string>
 
 #include "cuda_check.cuh"
@@ -70,8 +71,8 @@ __device__ inline uint32_t order_key(uint16_t bf16) {
 
 // ---- CTA-wide helpers ---------------------------------------------------------------------------------
 
-// Maximum of `value` over the CTA; every thread gets it. At most once per kernel (its shared words are not
-// guarded against a next call: one barrier, not two).
+// Maximum of `value` over the CTA; every thread gets it. Two calls need a barrier between them (its shared
+// words are not guarded against a next call: one barrier, not two).
 template <int kThreads>
 __device__ uint32_t block_max(uint32_t value) {
   __shared__ uint32_t per_warp[kThreads / 32];
@@ -724,6 +725,19 @@ __device__ inline void load_sample(const T* data, int64_t n, int64_t k, RowSampl
   }
 }
 
+// The keys of a thread's first `taken` sampled entries (0, an invalid key counted nowhere, for the rest) and
+// their max.
+template <typename T, int N>
+__device__ inline uint32_t sample_keys(const T (&sample)[N], int taken, uint32_t (&keys)[N]) {
+  uint32_t local_max = 0;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    keys[i] = i < taken ? order_key(sample[i]) : 0u;
+    local_max = max(local_max, keys[i]);
+  }
+  return local_max;
+}
+
 // L for a row of n entries from its sample (same entries, same arithmetic in every CTA: the same L), by
 // kThreads threads; every thread gets it. Uses block_max and lower_from_histogram (once per kernel).
 template <typename T, int kThreads>
@@ -732,15 +746,8 @@ __device__ uint32_t sampled_lower_key(const RowSample<T, kThreads>& sample, int6
   __shared__ uint32_t hist[kHistogramWords];
   for (int b = threadIdx.x; b < kHistogramWords; b += kThreads) hist[b] = 0;
   const int64_t count = sample_count(n, k);
-  const int per_thread = static_cast<int>(count / kThreads);
   uint32_t keys[kPerThread];
-  uint32_t local_max = 0;
-#pragma unroll
-  for (int i = 0; i < kPerThread; ++i) {
-    keys[i] = i < per_thread ? order_key(sample[i]) : 0u;  // 0: an invalid key, counted nowhere
-    local_max = max(local_max, keys[i]);
-  }
-  const uint32_t max_key = block_max<kThreads>(local_max);
+  const uint32_t max_key = block_max<kThreads>(sample_keys(sample, static_cast<int>(count / kThreads), keys));
 #pragma unroll
   for (int i = 0; i < kPerThread; ++i) {
     if (valid_key(keys[i])) atomicAdd(&hist[histogram_word(distance_bucket(max_key - keys[i]))], 1u);
@@ -771,6 +778,30 @@ __device__ inline uint32_t filter_tile(const uint32_t (&current)[kWords<T, kFilt
   return tile_total;
 }
 
+// The tiles of [begin, end) of a row (`raw` holds the first tile's words, loaded by the caller; each later
+// tile's loads go out while the previous one is tested): the entries >= the threshold score emitted in index
+// order as emit(slot, key, index), slots from 0. Returns how many there are (the same in every thread).
+template <typename T, int V, typename Emit>
+__device__ inline uint32_t filter_chunk_tiles(const T* data, int64_t begin, int64_t end,
+                                              uint32_t (&raw)[kWords<T, kFilterItems<T>>], float threshold,
+                                              uint32_t (&warp_counts)[2][kFilterWarps], Emit emit) {
+  constexpr int kN = kFilterItems<T>;
+  constexpr int64_t kTile = kFilterTile<T>;
+  uint32_t written = 0;
+  int parity = 0;
+  for (int64_t base = begin; base < end; base += kTile) {
+    uint32_t current[kWords<T, kN>];
+#pragma unroll
+    for (int w = 0; w < kWords<T, kN>; ++w) current[w] = raw[w];
+    const auto prefetch = [&] {
+      if (base + kTile < end) load_tile<T, kN, V, kFilterThreads>(data, base + kTile, end, raw);
+    };
+    written += filter_tile<T>(current, threshold, base, written, warp_counts[parity], prefetch, emit);
+    parity ^= 1;
+  }
+  return written;
+}
+
 // CTA (chunk c, row r): keeps the entries >= L of scores[r, c·chunk, min(n, (c+1)·chunk)) in index order (the
 // first kCapacity of them) and counts them. The scores are read once, in coalesced tiles. Every CTA takes
 // the row's sample itself (the same L in all; CTA 0 of the row stores it for the merge kernel): s5r1's
@@ -790,7 +821,6 @@ __global__ void __launch_bounds__(kFilterThreads, 2)
   // The sample's loads go out first (it is needed first), then the first tile's (they do not depend on L);
   // each later tile's while the previous one is tested: the memory latency is not exposed once per tile.
   constexpr int kN = kFilterItems<T>;
-  constexpr int64_t kTile = kFilterTile<T>;
   uint32_t raw[kWords<T, kN>];
   RowSample<T, kFilterThreads> sample;
   load_sample<T, kFilterThreads>(data, n, k, sample);
@@ -801,21 +831,10 @@ __global__ void __launch_bounds__(kFilterThreads, 2)
   const float lower_score = threshold_score<T>(lower);
   TOPK_PHASE(11);
   uint2* kept = ws.kept + (row * gridDim.x + blockIdx.x) * static_cast<int64_t>(kCapacity);
-  const auto emit = [&](uint32_t slot, uint32_t key, int64_t index) {
-    if (slot < kCapacity) kept[slot] = make_uint2(key, static_cast<uint32_t>(index));
-  };
-  uint32_t written = 0;
-  int parity = 0;
-  for (int64_t base = begin; base < end; base += kTile) {
-    uint32_t current[kWords<T, kN>];
-#pragma unroll
-    for (int w = 0; w < kWords<T, kN>; ++w) current[w] = raw[w];
-    const auto prefetch = [&] {
-      if (base + kTile < end) load_tile<T, kN, V, kFilterThreads>(data, base + kTile, end, raw);
-    };
-    written += filter_tile<T>(current, lower_score, base, written, warp_counts[parity], prefetch, emit);
-    parity ^= 1;
-  }
+  const uint32_t written = filter_chunk_tiles<T, V>(
+      data, begin, end, raw, lower_score, warp_counts, [&](uint32_t slot, uint32_t key, int64_t index) {
+        if (slot < kCapacity) kept[slot] = make_uint2(key, static_cast<uint32_t>(index));
+      });
   if (threadIdx.x == 0) ws.counts[row * gridDim.x + blockIdx.x] = written;
   TOPK_PHASE(12);
 }
@@ -921,6 +940,141 @@ __global__ void __launch_bounds__(kMergeThreads)
   TOPK_PHASE(15);
 }
 
+// ---- long rows in one launch: a row's chunks as one thread-block cluster --------------------------------
+//
+// Where a row's chunks fit in one cluster (at most kMaxCluster CTAs, as far as the device can schedule them),
+// its filter CTAs cooperate through distributed shared memory instead of the workspace and a second kernel:
+// each CTA loads 1/chunks of the row's sample (the two-launch path's entries, so the same L), their maximum
+// and histogram meet in the leader CTA (rank 0) and every CTA reads L there; each CTA keeps its candidates
+// in its own shared memory, the counts meet in the leader, each CTA copies its candidates into the leader's
+// at its chunk's offset (index order), and the leader selects. No grid-completion wait, no global round trip
+// for the candidates, and a CTA pays for 1/chunks of the sample instead of all of it.
+
+constexpr int kMaxCluster = 16;  // non-portable above 8
+constexpr size_t kClusterSharedBytes = kCapacity * 2 * sizeof(uint32_t);
+
+// The same shared variable in the cluster's CTA `rank` (distributed shared memory, generic address).
+template <typename U>
+__device__ inline U* in_cta(U* local, unsigned rank) {
+  return static_cast<U*>(__cluster_map_shared_rank(static_cast<void*>(local), rank));
+}
+
+// Every thread of every CTA of the cluster: this thread's earlier writes (own, remote shared memory) are
+// visible to every thread of the cluster after it (release / acquire).
+__device__ inline void cluster_sync() {
+  __cluster_barrier_arrive();
+  __cluster_barrier_wait();
+}
+
+// Row blockIdx.y, chunk blockIdx.x (= the CTA's rank in its cluster of gridDim.x CTAs): the output row in
+// one launch, no workspace. A failed guess takes the whole-row radix select in the leader.
+template <typename T, int V>
+__global__ void __launch_bounds__(kFilterThreads, 2)
+    top_k_cluster_kernel(const T* scores, int64_t n, int64_t k, int64_t chunk, int32_t* out) {
+  extern __shared__ uint32_t candidate_keys[];  // kCapacity keys, then kCapacity indices
+  int32_t* candidate_indices = reinterpret_cast<int32_t*>(candidate_keys + kCapacity);
+  __shared__ uint32_t sample_hist[kHistogramWords];  // the leader's: the row's
+  __shared__ uint32_t select_hist[kBins];
+  __shared__ uint32_t warp_counts[2][kFilterWarps];
+  __shared__ uint32_t chunk_counts[kMaxCluster];  // the leader's: candidates per chunk
+  __shared__ uint32_t sample_max;                 // the leader's: the sample's max key
+  TOPK_PHASE(20);
+  const unsigned rank = __clusterRelativeBlockRank(), chunks = __clusterSizeInBlocks();
+  const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+  const int64_t row = blockIdx.y;
+  const T* data = scores + row * n;
+  const int64_t begin = static_cast<int64_t>(blockIdx.x) * chunk;
+  const int64_t end = min(n, begin + chunk);
+  // This CTA's part of the sample: runs rank + chunks·(warp + kFilterWarps·i) of the row's count / 32 runs
+  // of 32 (run r starts at r·stride, as load_sample's); 32-bit offsets (n < 2^31). Then the first tile.
+  constexpr int kMaxRuns = static_cast<int>(kSamples / kFilterThreads);
+  const auto count = static_cast<uint32_t>(sample_count(n, k));
+  const uint32_t runs = count / 32u;
+  const auto stride = static_cast<uint32_t>((n - 32) / (runs - 1));
+  T sample[kMaxRuns];
+  int taken = 0;
+#pragma unroll
+  for (int i = 0; i < kMaxRuns; ++i) {
+    const uint32_t run = rank + chunks * (warp + kFilterWarps * static_cast<uint32_t>(i));
+    if (run >= runs) break;  // the same in the whole warp
+    sample[i] = data[run * stride + lane];
+    taken = i + 1;
+  }
+  constexpr int kN = kFilterItems<T>;
+  uint32_t raw[kWords<T, kN>];
+  load_tile<T, kN, V, kFilterThreads>(data, begin, end, raw);
+  for (int b = threadIdx.x; b < kHistogramWords; b += kFilterThreads) sample_hist[b] = 0;
+  for (int b = threadIdx.x; b < kBins; b += kFilterThreads) select_hist[b] = 0;
+  if (threadIdx.x == 0) sample_max = 0;
+  // Past this barrier every CTA of the cluster runs and the leader's words are zero (before any remote
+  // update); its arrival and wait are split around the sample's keys and the CTA's max.
+  __cluster_barrier_arrive();
+  uint32_t keys[kMaxRuns];
+  const uint32_t local_max = block_max<kFilterThreads>(sample_keys(sample, taken, keys));
+  uint32_t* const leader_max = in_cta(&sample_max, 0);
+  uint32_t* const leader_hist = in_cta(sample_hist, 0);
+  __cluster_barrier_wait();
+  if (threadIdx.x == 0) atomicMax(leader_max, local_max);
+  cluster_sync();
+  const uint32_t max_key = *leader_max;
+  // Buckets counted here (same-address increments aggregate), then the non-empty ones added to the leader's.
+#pragma unroll
+  for (int i = 0; i < kMaxRuns; ++i) {
+    if (valid_key(keys[i])) atomicAdd(&sample_hist[histogram_word(distance_bucket(max_key - keys[i]))], 1u);
+  }
+  __syncthreads();
+  if (rank != 0) {
+    for (int b = threadIdx.x; b < kHistogramWords; b += kFilterThreads) {
+      const uint32_t c = sample_hist[b];
+      if (c != 0) atomicAdd(&leader_hist[b], c);
+    }
+  }
+  cluster_sync();
+  const uint32_t lower = lower_from_histogram(leader_hist, max_key, sample_rank(k, count, n));
+  TOPK_PHASE(21);
+  const uint32_t written =
+      filter_chunk_tiles<T, V>(data, begin, end, raw, threshold_score<T>(lower), warp_counts,
+                               [&](uint32_t slot, uint32_t key, int64_t index) {
+                                 if (slot < kCapacity) {
+                                   candidate_keys[slot] = key;
+                                   candidate_indices[slot] = static_cast<int32_t>(index);
+                                 }
+                               });
+  uint32_t* const leader_counts = in_cta(chunk_counts, 0);
+  if (threadIdx.x == 0) leader_counts[rank] = written;
+  TOPK_PHASE(22);
+  cluster_sync();  // also publishes this CTA's candidates to its own threads
+  const uint32_t chunk_count = lane < chunks ? leader_counts[lane] : 0u;
+  const uint32_t total = __reduce_add_sync(~0u, chunk_count);
+  const uint32_t offset = __reduce_add_sync(~0u, lane < rank ? chunk_count : 0u);
+  // As the merge kernel: the guess is good when it kept at most kCapacity and either k of them or every
+  // valid entry (the same decision in every CTA).
+  const bool guessed = total <= kCapacity && (static_cast<int64_t>(total) >= k || lower == kLowestValidKey);
+  if (guessed && rank != 0) {  // the leader's own candidates are in place (offset 0)
+    uint32_t* const keys_to = in_cta(candidate_keys, 0) + offset;
+    int32_t* const indices_to = in_cta(candidate_indices, 0) + offset;
+    for (uint32_t i = threadIdx.x; i < written; i += kFilterThreads) {
+      keys_to[i] = candidate_keys[i];
+      indices_to[i] = candidate_indices[i];
+    }
+  }
+  // The leader's shared memory is read and written by the others up to here: it outlives their accesses.
+  cluster_sync();
+  if (rank != 0) return;
+  TOPK_PHASE(23);
+  int32_t* row_out = out + row * k;
+  if (!guessed) {
+    select_row_radix<T, kFilterThreads>(data, n, k, row_out, static_cast<uint32_t*>(nullptr));
+    return;
+  }
+  uint32_t top = 0;  // candidates can lie above the sample's max
+  for (uint32_t i = threadIdx.x; i < total; i += kFilterThreads) top = max(top, candidate_keys[i]);
+  top = block_max<kFilterThreads>(top);
+  select_candidates<kFilterThreads, low_bits<T>()>(candidate_keys, candidate_indices, total, k, lower, top,
+                                                   row_out, select_hist);
+  TOPK_PHASE(24);
+}
+
 // ---- host side ----------------------------------------------------------------------------------------
 
 [[noreturn]] void invalid(const std::string& message) {
@@ -973,6 +1127,19 @@ void allow_shared_memory(Kernel kernel, size_t bytes) {
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
 }
 
+// A launch configuration with one attribute (which must outlive the configuration's use).
+cudaLaunchConfig_t launch_config(dim3 grid, int threads, size_t shared_bytes, cudaStream_t stream,
+                                 cudaLaunchAttribute* attribute) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = dim3(static_cast<unsigned>(threads));
+  config.dynamicSmemBytes = shared_bytes;
+  config.stream = stream;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  return config;
+}
+
 // Launches `kernel` as a programmatic dependent of the previous kernel on `stream`: it may be scheduled
 // before that one finishes and must wait for it (griddepcontrol.wait) before touching its results.
 template <typename... Params, typename... Args>
@@ -981,14 +1148,61 @@ void launch_dependent(void (*kernel)(Params...), dim3 grid, int threads, size_t 
   cudaLaunchAttribute attribute{};
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute.val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config{};
-  config.gridDim = grid;
-  config.blockDim = dim3(static_cast<unsigned>(threads));
-  config.dynamicSmemBytes = shared_bytes;
-  config.stream = stream;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
+  const cudaLaunchConfig_t config = launch_config(grid, threads, shared_bytes, stream, &attribute);
   FKV_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args...));
+}
+
+cudaLaunchAttribute cluster_attribute(unsigned size) {
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeClusterDimension;
+  attribute.val.clusterDim.x = size;
+  attribute.val.clusterDim.y = 1;
+  attribute.val.clusterDim.z = 1;
+  return attribute;
+}
+
+// How many clusters of `size` CTAs of top_k_cluster_kernel<T, V> the device runs at once (0: none), for
+// sizes 1..kMaxCluster; found once per process.
+template <typename T, int V>
+int cluster_capacity(int64_t size) {
+  static const std::array<int, kMaxCluster + 1> capacity = [] {
+    std::array<int, kMaxCluster + 1> c{};
+    const auto kernel = top_k_cluster_kernel<T, V>;
+    allow_shared_memory(kernel, kClusterSharedBytes);
+    FKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    for (int s = 1; s <= kMaxCluster; ++s) {
+      cudaLaunchAttribute attribute = cluster_attribute(static_cast<unsigned>(s));
+      const cudaLaunchConfig_t config = launch_config(dim3(static_cast<unsigned>(s)), kFilterThreads,
+                                                      kClusterSharedBytes, nullptr, &attribute);
+      if (cudaOccupancyMaxActiveClusters(&c[static_cast<size_t>(s)], kernel, &config) != cudaSuccess) {
+        c[static_cast<size_t>(s)] = 0;
+        (void)cudaGetLastError();  // a refused size is not an error of a later call
+      }
+    }
+    return c;
+  }();
+  return size >= 1 && size <= kMaxCluster ? capacity[static_cast<size_t>(size)] : 0;
+}
+
+// bench/bench_topk_phases times the two-launch path against the cluster path in the same run.
+#ifdef FLASHKV_TOPK_PHASES
+bool topk_force_two_launch = false;
+#else
+constexpr bool topk_force_two_launch = false;
+#endif
+
+// Long rows of `chunks` chunks per row in one cluster launch when the device runs a cluster per row at once
+// (no second wave of clusters).
+template <typename T, int V>
+bool launch_cluster(const T* scores, int64_t rows, int64_t n, int64_t k, int64_t chunk, int64_t chunks,
+                    int32_t* out, cudaStream_t stream) {
+  if (topk_force_two_launch || rows > cluster_capacity<T, V>(chunks)) return false;
+  cudaLaunchAttribute attribute = cluster_attribute(static_cast<unsigned>(chunks));
+  const cudaLaunchConfig_t config =
+      launch_config(dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(rows)), kFilterThreads,
+                    kClusterSharedBytes, stream, &attribute);
+  FKV_CUDA_CHECK(cudaLaunchKernelEx(&config, top_k_cluster_kernel<T, V>, scores, n, k, chunk, out));
+  return true;
 }
 
 // Every row starts on a 16-byte boundary (then every filter tile and group does).
@@ -1028,8 +1242,12 @@ void launch(const T* scores, int64_t rows, int64_t n, int64_t k, int32_t* out, v
                                reinterpret_cast<uint2*>(base + l.kept)};
       const int64_t chunks = filter_chunks(rows, n, kTile);
       const int64_t chunk = filter_chunk(rows, n, kTile);
+      const bool aligned = vector_aligned(scores, n);
+      if (aligned ? launch_cluster<T, kVector<T>>(scores, rows, n, k, chunk, chunks, out, stream)
+                  : launch_cluster<T, 1>(scores, rows, n, k, chunk, chunks, out, stream))
+        return;
       const dim3 grid(static_cast<unsigned>(chunks), grid_rows);
-      if (vector_aligned(scores, n))
+      if (aligned)
         top_k_filter_kernel<T, kVector<T>><<<grid, kFilterThreads, 0, stream>>>(scores, n, k, chunk, ws);
       else
         top_k_filter_kernel<T, 1><<<grid, kFilterThreads, 0, stream>>>(scores, n, k, chunk, ws);

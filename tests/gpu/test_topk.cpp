@@ -3,10 +3,10 @@
 // short rows in one CTA, long rows through the filter and merge kernels, k above the filter's limit through
 // the whole-row radix select with and without cached keys) and score distributions chosen to stress the tie
 // rule, the −∞ handling and the threshold guess (heavy ties, all-equal rows, −∞ rows, NaN, ±0, ±∞, BF16
-// ties, ascending rows whose top k sit at the end; rows with too many candidates take the merge kernel's
-// exact fallback), the index lists must be identical element for element (they are sorted, so identical
-// sets in identical order). The output is poisoned before each launch. FLASHKV_TEST_SCALE=small shrinks the
-// large cases.
+// ties, ascending rows whose top k sit at the end; rows with too many candidates take the exact fallback of
+// the cluster kernel or of the merge kernel), the index lists must be identical element for element (they are
+// sorted, so identical sets in identical order). The output is poisoned before each launch.
+// FLASHKV_TEST_SCALE=small shrinks the large cases.
 #include <cuda_runtime.h>
 
 #include <flashkv/numeric/scalar_codecs.hpp>
@@ -155,11 +155,13 @@ TEST_CASE("gpu top-k equals the CPU top-k on every shape and score distribution"
   // Rows of a multiple of 8 entries (16-byte aligned) take the filter's vector loads, the others scalar
   // loads: both, with whole and partial last tiles (filter tiles: 8192 fp32 / 16384 BF16 entries). Filter
   // CTAs take one tile, or several where rows are many (fp32: 33 x 65544, 67 x 40001; both types:
-  // 90 x 49160 aligned, and at full scale 140 x 50001).
-  std::vector<Shape> shapes = {{1, 1, 1},        {3, 100, 512},   {5, 1000, 17},   {2, 16387, 512},
-                               {2, 70001, 2048}, {5, 65537, 512}, {133, 301, 64},  {2, 20001, 3000},
-                               {1, 16384, 512},  {2, 65536, 512}, {3, 65544, 512}, {33, 65544, 512},
-                               {67, 40001, 100}, {90, 49160, 512}};
+  // 90 x 49160 aligned, and at full scale 140 x 50001: one CTA per row). Rows of at most 16 chunks take the
+  // one-launch cluster kernel (most shapes here), longer ones the filter and merge kernels (1 x 300001:
+  // 19 BF16 / 37 fp32 chunks; at full scale the 1M rows).
+  std::vector<Shape> shapes = {{1, 1, 1},        {3, 100, 512},    {5, 1000, 17},   {2, 16387, 512},
+                               {2, 70001, 2048}, {5, 65537, 512},  {133, 301, 64},  {2, 20001, 3000},
+                               {1, 16384, 512},  {2, 65536, 512},  {3, 65544, 512}, {33, 65544, 512},
+                               {67, 40001, 100}, {90, 49160, 512}, {1, 300001, 512}};
   std::vector<Distribution> distributions = {Distribution::kSpecials, Distribution::kFewValues,
                                              Distribution::kAscending};
   if (!small_scale()) {
