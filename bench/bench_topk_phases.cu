@@ -8,7 +8,8 @@
 // gathered, 5 radix passes, 15 end; long rows in one cluster launch (leader CTA of row 0): 20 start, 21 L
 // known, 22 its tiles filtered, 23 candidates in the leader, 5 radix passes, 24 end. Each shape's call is
 // also timed (bench_topk's method) in the same run; shapes that take the cluster path are traced and timed
-// again on the two-launch path (same-run A/B).
+// again on the two-launch path, the other long rows as clusters of 16 CTAs of several tiles ("wide-cluster"),
+// a same-run A/B.
 #define FLASHKV_TOPK_PHASES 1
 // Own names for the entry points, so this copy never meets the library's.
 #define top_k_rows top_k_rows_phases
@@ -130,6 +131,10 @@ int main() {
           fc::topk_force_two_launch = true;
           trace_shape(type, n, rows, scores, out.as<int32_t>(), " two-launch");
           fc::topk_force_two_launch = false;
+        } else if (n > 16384) {
+          fc::topk_cluster_wide = true;
+          trace_shape(type, n, rows, scores, out.as<int32_t>(), " wide-cluster");
+          fc::topk_cluster_wide = false;
         }
       }
     }

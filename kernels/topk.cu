@@ -715,13 +715,16 @@ __device__ inline int64_t sample_count(int64_t n, int64_t k) {
 
 template <typename T, int kThreads>
 __device__ inline void load_sample(const T* data, int64_t n, int64_t k, RowSample<T, kThreads>& sample) {
+  // 32-bit offsets (n < 2^31; the last run ends at or before n - 1): the 64-bit form cost ~15 instructions
+  // per sampled entry (s6 profile: a third of a one-tile filter CTA's instructions were the sample's).
   const int64_t count = sample_count(n, k);
-  const int64_t stride = (n - 32) / (count / 32 - 1);  // the last run ends at or before n - 1
+  const auto stride = static_cast<uint32_t>((n - 32) / (count / 32 - 1));
   const int per_thread = static_cast<int>(count / kThreads);
 #pragma unroll
   for (int i = 0; i < static_cast<int>(kSamples / kThreads); ++i) {
-    const int64_t q = threadIdx.x + static_cast<int64_t>(kThreads) * i;
-    if (i < per_thread) sample[i] = data[(q >> 5) * stride + (q & 31)];
+    if (i >= per_thread) break;  // the same in every thread
+    const uint32_t q = threadIdx.x + static_cast<uint32_t>(kThreads * i);
+    sample[i] = data[(q >> 5) * stride + (q & 31u)];
   }
 }
 
@@ -1184,12 +1187,21 @@ int cluster_capacity(int64_t size) {
   return size >= 1 && size <= kMaxCluster ? capacity[static_cast<size_t>(size)] : 0;
 }
 
-// bench/bench_topk_phases times the two-launch path against the cluster path in the same run.
+// bench/bench_topk_phases times the two-launch path against the cluster path in the same run, and rows of
+// more than kMaxCluster chunks as clusters of kMaxCluster CTAs of several tiles each ("wide").
 #ifdef FLASHKV_TOPK_PHASES
 bool topk_force_two_launch = false;
+bool topk_cluster_wide = false;
 #else
 constexpr bool topk_force_two_launch = false;
+constexpr bool topk_cluster_wide = false;
 #endif
+
+// Entries per CTA when a row's tiles are dealt to kMaxCluster CTAs.
+int64_t wide_cluster_chunk(int64_t n, int64_t tile) {
+  const int64_t tiles = (n + tile - 1) / tile;
+  return (tiles + kMaxCluster - 1) / kMaxCluster * tile;
+}
 
 // Long rows of `chunks` chunks per row in one cluster launch when the device runs a cluster per row at once
 // (no second wave of clusters).
@@ -1240,8 +1252,12 @@ void launch(const T* scores, int64_t rows, int64_t n, int64_t k, int32_t* out, v
       const FilterWorkspace ws{reinterpret_cast<uint32_t*>(base),
                                reinterpret_cast<uint32_t*>(base + l.counts),
                                reinterpret_cast<uint2*>(base + l.kept)};
-      const int64_t chunks = filter_chunks(rows, n, kTile);
-      const int64_t chunk = filter_chunk(rows, n, kTile);
+      int64_t chunks = filter_chunks(rows, n, kTile);
+      int64_t chunk = filter_chunk(rows, n, kTile);
+      if (topk_cluster_wide && chunks > kMaxCluster) {
+        chunk = wide_cluster_chunk(n, kTile);
+        chunks = (n + chunk - 1) / chunk;
+      }
       const bool aligned = vector_aligned(scores, n);
       if (aligned ? launch_cluster<T, kVector<T>>(scores, rows, n, k, chunk, chunks, out, stream)
                   : launch_cluster<T, 1>(scores, rows, n, k, chunk, chunks, out, stream))
