@@ -1,13 +1,15 @@
 // Indexer scoring (kernels/indexer.cuh) at N = 64K..1M MXFP4 index keys (68 B each), 32 heads x 128,
 // faithful numerics, batch 1 (decode) and 4 query rows: median time and the fraction of the bandwidth
 // floor, the time to read the key records and write the fp32 scores once at the device-to-device copy
-// bandwidth measured in the same run (goal >= 0.7). Queries are MXFP4 fake-quantized, as the engine
-// passes them.
+// bandwidth measured in the same run (goal >= 0.7). Queries are MXFP4 fake-quantized and head weights
+// BF16 values, as the engine passes them (V4.1 faithful rounds the scaled weights to BF16); the _f32w rows
+// (1M keys) take fp32 weights (the kernel's general epilogue).
 //
 // Two timings per shape: the plain rows start from an idle GPU, so the event pair also holds the host's
 // launch latency (the GPU waits for the launch to arrive); the _queued rows keep the GPU busy with a wait
 // kernel while the call is enqueued behind it, so the pair holds only the GPU's time for the call (what it
 // adds to a busy stream or a CUDA graph).
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -37,6 +39,12 @@ namespace fc = flashkv::cuda;
 __global__ void fill_visible(int64_t* visible, int64_t rows, int64_t n) {
   const int64_t r = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (r < rows) visible[r] = n;
+}
+
+// x = bf16(x) (RNE), in place.
+__global__ void round_to_bf16(float* x, int64_t count) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < count) x[i] = __bfloat162float(__float2bfloat16_rn(x[i]));
 }
 
 // Keeps the GPU busy for `ns` nanoseconds (one thread), so that work enqueued meanwhile waits in the queue.
@@ -79,12 +87,16 @@ int main() {
     fc::quantize_mxfp4_keys(key_rows.as<float>(), kMaxKeys, kDim, keys.as<uint8_t>(), stream);
     const int64_t query_rows = kMaxRows * kHeads;
     fb::DeviceBuffer queries(query_rows * kDim * 4), query_records(query_rows * kKeyBytes);
-    fb::DeviceBuffer weights(kMaxRows * kHeads * 4), visible(kMaxRows * 8), scores(kMaxRows * kMaxKeys * 4);
+    fb::DeviceBuffer weights(kMaxRows * kHeads * 4), weights_f32(kMaxRows * kHeads * 4), visible(kMaxRows * 8),
+        scores(kMaxRows * kMaxKeys * 4);
     fb::DeviceBuffer workspace(fc::index_scores_workspace_bytes(kMaxRows, kHeads));
     fb::fill_random(queries.as<float>(), query_rows * kDim, 32, 1.0f, stream);
     fc::quantize_mxfp4_keys(queries.as<float>(), query_rows, kDim, query_records.as<uint8_t>(), stream);
     fc::dequantize_mxfp4_keys(query_records.as<uint8_t>(), query_rows, kDim, queries.as<float>(), stream);
+    fb::fill_random(weights_f32.as<float>(), kMaxRows * kHeads, 33, 0.1f, stream);
     fb::fill_random(weights.as<float>(), kMaxRows * kHeads, 33, 0.1f, stream);
+    round_to_bf16<<<1, kMaxRows * kHeads, 0, stream>>>(weights.as<float>(), kMaxRows * kHeads);
+    FKV_CUDA_CHECK_LAUNCH();
     for (const int64_t n : kLengths) {
       for (const int64_t rows : kBatches) {
         const std::string name =
@@ -109,10 +121,17 @@ int main() {
         const auto call = [&] { fc::index_scores(args, stream); };
         const double bytes = static_cast<double>(n * kKeyBytes + rows * n * 4);
         const double floor_ms = bytes / (copy_gbs * 1e9) * 1e3;
-        const double ms = fb::median_ms(stream, call);
-        fb::print_result(kProgram, name, ms * 1e3, "us", floor_ms / ms);
-        const double queued_ms = queued_median_ms(stream, call);
-        fb::print_result(kProgram, name + "_queued", queued_ms * 1e3, "us", floor_ms / queued_ms);
+        const auto measure = [&](const std::string& row) {
+          const double ms = fb::median_ms(stream, call);
+          fb::print_result(kProgram, row, ms * 1e3, "us", floor_ms / ms);
+          const double queued_ms = queued_median_ms(stream, call);
+          fb::print_result(kProgram, row + "_queued", queued_ms * 1e3, "us", floor_ms / queued_ms);
+        };
+        measure(name);
+        if (n == kMaxKeys) {
+          args.head_weights = weights_f32.as<float>();
+          measure(name + "_f32w");
+        }
       }
     }
     FKV_CUDA_CHECK(cudaStreamDestroy(stream));

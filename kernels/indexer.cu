@@ -384,13 +384,22 @@ void launch_after_previous(void (*kernel)(Params...), dim3 grid, unsigned thread
 // Per query row, after preparation.
 struct PreparedQueries {
   float* scales;    // [n, heads, 4]: 2^(e − 127 − 2)
-  int* fast;        // [n]: 1 when the row is MXFP4-exact with normal-range scales
+  int* fast;        // [n]: kRowExact when the row is MXFP4-exact with normal-range scales, | kRowBf16Weights
+                    // when its narrow-term scaled weights are BF16 values
   int* span;        // [n]: max over heads of the block exponent spread
   int2* terms;      // [n, heads]: {accumulator start, scaled weight bits} of the narrow-term path
   int2* key_range;  // [n]: key exponents [lo, hi] the narrow-term path takes (lo > hi: none)
   // [n, heads / 8, 4, 32, 2]: values as the narrow-term path's B fragments (fragment_word).
   uint32_t* frags;
 };
+
+// Bits of a row's preparation result (PreparedQueries::fast, the scores kernel's row_fast).
+constexpr int kRowExact = 1, kRowBf16Weights = 2;
+
+// Whether the scaled weight ws is a BF16 value (its float bits have a zero lower half): bf16_weight_term.
+__device__ inline bool is_bf16_value(float ws) {
+  return (__float_as_uint(ws) & 0xFFFFu) == 0u;
+}
 
 constexpr int kPrepareThreads = 1024;
 constexpr int kPrepareWarps = kPrepareThreads / 32;
@@ -403,7 +412,7 @@ constexpr int kHeadsPerPrepareWarp = kMaxFastHeads / kPrepareWarps;
 // terms' spread within kMaxTermSpread. Zero weights give zero terms either way.
 __global__ void __launch_bounds__(kPrepareThreads)
     prepare_queries_kernel(const float* queries, const float* weights, int heads, PreparedQueries out) {
-  __shared__ int all_exact, max_span, key_lo, key_hi, spread_lo, spread_hi, usable;
+  __shared__ int all_exact, max_span, key_lo, key_hi, spread_lo, spread_hi, usable, bf16_weights;
   const int64_t row = blockIdx.x;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   allow_next_grid();  // the scores kernel may start its key loads (it waits for this grid's results)
@@ -426,6 +435,7 @@ __global__ void __launch_bounds__(kPrepareThreads)
     spread_lo = 1 << 20;
     spread_hi = -(1 << 20);
     usable = 1;
+    bf16_weights = 1;
   }
   __syncthreads();
   PreparedHead h[kHeadsPerPrepareWarp];
@@ -459,8 +469,9 @@ __global__ void __launch_bounds__(kPrepareThreads)
     if (lane != 0) continue;
     const float w = weight[i];
     const int eq = h[i].low;
-    out.terms[row * heads + head] =
-        make_int2(kAccBias - kKeyOffset * sum, __float_as_int(ldexpf(w, eq - 127)));
+    const float ws = ldexpf(w, eq - 127);
+    out.terms[row * heads + head] = make_int2(kAccBias - kKeyOffset * sum, __float_as_int(ws));
+    if (!is_bf16_value(ws)) atomicAnd(&bf16_weights, 0);
     if (!isfinite(w)) {
       atomicAnd(&usable, 0);
     } else if (w != 0.0f) {
@@ -473,7 +484,7 @@ __global__ void __launch_bounds__(kPrepareThreads)
   }
   __syncthreads();
   if (threadIdx.x == 0) {
-    out.fast[row] = exact;
+    out.fast[row] = exact ? kRowExact | (bf16_weights ? kRowBf16Weights : 0) : 0;
     out.span[row] = narrow ? 0 : max_span;
     const bool ok = narrow && exact && usable && spread_lo >= 23 && spread_hi <= 248 &&
                     spread_hi - spread_lo <= kMaxTermSpread;
@@ -513,6 +524,7 @@ struct PrepareShared {
   uint32_t codes[kFastRows][kMaxFastHeads];  // E8M0 code of block b in byte b
   uint32_t info[kFastRows][kMaxFastHeads];   // smallest block code | spread << 8 | exact << 16
   int key_lo[kFastRows], key_hi[kFastRows], spread_lo[kFastRows], spread_hi[kFastRows], usable[kFastRows];
+  int bf16_weights[kFastRows];  // every scaled weight of the row is a BF16 value
 };
 
 // Whether row r is MXFP4-exact and its largest head spread (every lane gets both).
@@ -596,8 +608,9 @@ __device__ inline void finish_query_heads(int rows, int heads, QuerySlots q, Pre
     int* starts = reinterpret_cast<int*>(q.starts) + (r * heads / 2 + head / 2) * 4 + (head & 1);
     starts[0] = starts[2] = kAccBias - kKeyOffset * sum;
     // w·2^(low − 127) (= ldexpf: one rounding; low is in [3, 254] for an exact head).
-    reinterpret_cast<float*>(q.ws)[r * heads + head] =
-        __fmul_rn(w, __uint_as_float(static_cast<uint32_t>(low) << 23));
+    const float ws = __fmul_rn(w, __uint_as_float(static_cast<uint32_t>(low) << 23));
+    reinterpret_cast<float*>(q.ws)[r * heads + head] = ws;
+    if (!is_bf16_value(ws)) atomicAnd(&p.bf16_weights[r], 0);
     if (!isfinite(w)) {
       atomicAnd(&p.usable[r], 0);
     } else if (w != 0.0f) {
@@ -801,40 +814,76 @@ __device__ inline float round_bf16_cvt(float x) {
   return __uint_as_float(r);
 }
 
-// T = bf16(fp32(bf16(ReLU(x))·ws)) from the biased accumulator (float bits 1.5·2^23 + acc): 4 instructions.
-__device__ inline float narrow_term(int biased, float ws) {
-  const float x = fma_saturate(__int_as_float(biased), 0x1p-22f, -3.0f);  // max(acc, 0)·2^-22, exact
-  return round_bf16_cvt(__fmul_rn(round_bf16_cvt(x), ws));
+// max(acc, 0)·2^-22, exact, from the biased accumulator (float bits 1.5·2^23 + acc); never −0 (an exact
+// zero sum is +0, a negative value saturates to +0).
+__device__ inline float relu_scaled(int biased) {
+  return fma_saturate(__int_as_float(biased), 0x1p-22f, -3.0f);
 }
 
-// The key exponents of a warp's 32 records: record q = 0..3 of a lane is entry g + 8q (m-tile q / 2,
-// fragment row half q % 2).
+// T = bf16(fp32(bf16(ReLU(x))·ws)) from the biased accumulator: 4 instructions.
+__device__ inline float narrow_term(int biased, float ws) {
+  return round_bf16_cvt(__fmul_rn(round_bf16_cvt(relu_scaled(biased)), ws));
+}
+
+// Two values rounded to BF16 in one conversion: x_hi in the upper half, x_lo in the lower.
+__device__ inline uint32_t round_bf16_pair(float x_hi, float x_lo) {
+  uint32_t r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(x_hi), "f"(x_lo));
+  return r;
+}
+
+// Rows whose scaled weights are BF16 values (V4.1 faithful rounds the head weights to BF16): the product
+// of two BF16 values is exact in fp32, so the CPU's fp32-then-BF16 rounding of ReLU·w is one BF16 rounding
+// of the exact product, which mul.rn.bf16x2 computes. The factor is half kHalf (1: upper) of the pair p
+// broadcast to both halves, ws a float with a zero lower half: the upper half of the result is the term,
+// the lower one p's half times +0 = +0 (p >= +0), so the result read as a float is the term itself.
+// Per two terms: one conversion and two packed multiplies instead of two conversions, two FMULs and two
+// conversions (the conversions run on the ALU pipe, half rate, which carries about half of the kernel).
+template <int kHalf>
+__device__ inline float bf16_weight_term(uint32_t p, float ws) {
+  uint32_t d;
+  if constexpr (kHalf == 1) {
+    asm("{.reg .b16 l, h;\n.reg .b32 a;\nmov.b32 {l, h}, %1;\nmov.b32 a, {h, h};\nmul.rn.bf16x2 %0, a, %2;}"
+        : "=r"(d)
+        : "r"(p), "r"(__float_as_uint(ws)));
+  } else {
+    asm("{.reg .b16 l, h;\n.reg .b32 a;\nmov.b32 {l, h}, %1;\nmov.b32 a, {l, l};\nmul.rn.bf16x2 %0, a, %2;}"
+        : "=r"(d)
+        : "r"(p), "r"(__float_as_uint(ws)));
+  }
+  return __uint_as_float(d);
+}
+
+// The key exponents of a warp's 32 records, as the lane (g, t) uses them: its record q = 0..3 is entry
+// g + 8q (m-tile q / 2, fragment row half q % 2), of which it decodes block t.
 constexpr int kWarpEntries = 32;
 struct KeyExponents {
-  uint32_t scales[4];   // the four E8M0 codes of each record
-  int min[4];           // smallest code of each record
+  int shift[4];         // record q's block t exponent above the record's smallest (narrow_key_fragments)
+  int ek;               // the smallest code of the record of entry g + 8t (the one the lane stores)
   int lowest, highest;  // warp-uniform: the smallest and the largest of the records' smallest codes
   bool narrow;          // warp-uniform: every record spans <= kNarrowSpan binades within [32, 223]
 };
 
-__device__ inline KeyExponents key_exponents(const uint8_t* records, int g) {
+// Lane l examines record l once (the warp's 32 records, conflict-free: 68-byte stride), the lanes that
+// decode it fetch what they need by shuffles (was: every lane examined its four records, 4x the work).
+__device__ inline KeyExponents key_exponents(const uint8_t* records, int lane, int g, int t) {
+  const uint32_t scales = *reinterpret_cast<const uint32_t*>(records + lane * kKeyBytes + 64);
+  // One byte extraction per prmt (selector 0x444b: byte b, then zeros).
+  const uint32_t e0 = byte_perm(scales, 0u, 0x4440u), e1 = byte_perm(scales, 0u, 0x4441u),
+                 e2 = byte_perm(scales, 0u, 0x4442u), e3 = scales >> 24;
+  const uint32_t lo = min(min(e0, e1), min(e2, e3)), hi = max(max(e0, e1), max(e2, e3));
+  // Each block's code above the smallest, per byte (no borrows: every byte is >= lo).
+  const uint32_t shifts = scales - lo * 0x01010101u;
   KeyExponents k;
-  bool narrow = true;
+  k.narrow = __all_sync(0xFFFFFFFFu, lo >= 32u && hi <= 223u && hi - lo <= static_cast<uint32_t>(kNarrowSpan));
+  k.lowest = static_cast<int>(__reduce_min_sync(0xFFFFFFFFu, lo));
+  k.highest = static_cast<int>(__reduce_max_sync(0xFFFFFFFFu, lo));
 #pragma unroll
   for (int q = 0; q < 4; ++q) {
-    const uint32_t scales = *reinterpret_cast<const uint32_t*>(records + (g + 8 * q) * kKeyBytes + 64);
-    // One byte extraction per prmt (selector 0x444b: byte b, then zeros).
-    const uint32_t e0 = byte_perm(scales, 0u, 0x4440u), e1 = byte_perm(scales, 0u, 0x4441u),
-                   e2 = byte_perm(scales, 0u, 0x4442u), e3 = scales >> 24;
-    const int lo = static_cast<int>(min(min(e0, e1), min(e2, e3)));
-    const int hi = static_cast<int>(max(max(e0, e1), max(e2, e3)));
-    k.scales[q] = scales;
-    k.min[q] = lo;
-    narrow = narrow && lo >= 32 && hi <= 223 && hi - lo <= kNarrowSpan;
+    const uint32_t record_shifts = __shfl_sync(0xFFFFFFFFu, shifts, g + 8 * q);
+    k.shift[q] = static_cast<int>(byte_perm(record_shifts, 0u, 0x4440u + static_cast<uint32_t>(t)));
   }
-  k.narrow = __all_sync(0xFFFFFFFFu, narrow);
-  k.lowest = __reduce_min_sync(0xFFFFFFFFu, min(min(k.min[0], k.min[1]), min(k.min[2], k.min[3])));
-  k.highest = __reduce_max_sync(0xFFFFFFFFu, max(max(k.min[0], k.min[1]), max(k.min[2], k.min[3])));
+  k.ek = static_cast<int>(__shfl_sync(0xFFFFFFFFu, lo, g + 8 * t));
   return k;
 }
 
@@ -852,8 +901,7 @@ __device__ inline void narrow_key_fragments(const uint8_t* records, const KeyExp
   for (int q = 0; q < 4; ++q) {
     const uint8_t* block = records + (g + 8 * q) * kKeyBytes + t * 16;
     const int mt = q >> 1, half = q & 1;
-    const int shift =
-        static_cast<int>(byte_perm(k.scales[q], 0u, 0x4440u + static_cast<uint32_t>(t))) - k.min[q];
+    const int shift = k.shift[q];
     const uint32_t lut_lo = 0x03020100u << shift, lut_hi = 0x0C080604u << shift;
     // prmt reads the low 16 bits of its selector: the word's upper four codes are loaded as a 16-bit value
     // of their own (the shared-memory pipe has room; the ALU pipe, half rate, carries about half of this
@@ -873,8 +921,8 @@ __device__ inline void narrow_key_fragments(const uint8_t* records, const KeyExp
 // frags: the row's query B fragments in fragment order ([heads / 8][4 blocks][32 lanes], each shared by
 // the two m-tiles); starts: the row's accumulator starts per head pair {2i, 2i + 1, 2i, 2i + 1} (the C
 // operand as loaded); ws: the scaled weights per head pair. kHeads: heads when known at compile time,
-// else 0; kUnroll: the head loop's unroll factor.
-template <int kHeads, int kUnroll, class Add>
+// else 0; kUnroll: the head loop's unroll factor; kBf16Weights: every ws is a BF16 value (bf16_weight_term).
+template <int kHeads, int kUnroll, bool kBf16Weights, class Add>
 __device__ __forceinline__ void narrow_terms(const uint32_t (&a)[2][kFastBlocks][4], const uint2* frags,
                                              const int4* starts, const float2* ws, int heads, int lane,
                                              Add add) {
@@ -894,8 +942,14 @@ __device__ __forceinline__ void narrow_terms(const uint32_t (&a)[2][kFastBlocks]
     for (int mt = 0; mt < 2; ++mt) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        add(mt * 2 + h, narrow_term(acc[mt][2 * h], w.x));
-        add(mt * 2 + h, narrow_term(acc[mt][2 * h + 1], w.y));
+        if constexpr (kBf16Weights) {
+          const uint32_t p = round_bf16_pair(relu_scaled(acc[mt][2 * h]), relu_scaled(acc[mt][2 * h + 1]));
+          add(mt * 2 + h, bf16_weight_term<1>(p, w.x));
+          add(mt * 2 + h, bf16_weight_term<0>(p, w.y));
+        } else {
+          add(mt * 2 + h, narrow_term(acc[mt][2 * h], w.x));
+          add(mt * 2 + h, narrow_term(acc[mt][2 * h + 1], w.y));
+        }
       }
     }
   }
@@ -915,7 +969,7 @@ __device__ inline T reduce_to_lane(const T (&v)[4], int t, Add add) {
 
 // Scores of the warp's 32 entries (from entry0) for one row on the narrow-term path; lane t stores
 // entry g + 8t.
-template <int kHeads, int kUnroll>
+template <int kHeads, int kUnroll, bool kBf16Weights>
 __device__ void score_narrow_entries(const FastArgs& a, const uint32_t (&frag_a)[2][kFastBlocks][4], int ek,
                                      const uint2* frags, const int4* starts, const float2* ws, int heads,
                                      int64_t entry0, int64_t row, int64_t visible) {
@@ -923,7 +977,7 @@ __device__ void score_narrow_entries(const FastArgs& a, const uint32_t (&frag_a)
   // Lower and upper bounds of the head sums (any order; +0 start: an exact zero sum rounds up to +0, the
   // CPU's sign).
   float low[4] = {0.0f, 0.0f, 0.0f, 0.0f}, high[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  narrow_terms<kHeads, kUnroll>(frag_a, frags, starts, ws, heads, lane, [&](int q, float term) {
+  narrow_terms<kHeads, kUnroll, kBf16Weights>(frag_a, frags, starts, ws, heads, lane, [&](int q, float term) {
     low[q] = __fadd_rd(low[q], term);
     high[q] = __fadd_ru(high[q], term);
   });
@@ -937,7 +991,7 @@ __device__ void score_narrow_entries(const FastArgs& a, const uint32_t (&frag_a)
   if (__any_sync(0xFFFFFFFFu, !certain)) {
     // Rare (an inexact fp32 sum near a BF16 midpoint): the terms again, summed exactly.
     double exact[4] = {0.0, 0.0, 0.0, 0.0};
-    narrow_terms<kHeads, kUnroll>(frag_a, frags, starts, ws, heads, lane,
+    narrow_terms<kHeads, kUnroll, kBf16Weights>(frag_a, frags, starts, ws, heads, lane,
                                   [&](int q, float term) { exact[q] += term; });
     const double total = reduce_to_lane(exact, t, [](double x, double y) { return x + y; });
     if (!certain) result = round_bf16(__double2float_rn(total));
@@ -1046,6 +1100,7 @@ __global__ void __launch_bounds__(kPipes* kPipelineThreads, 1)
       prepare.spread_lo[r] = 1 << 20;
       prepare.spread_hi[r] = -(1 << 20);
       prepare.usable[r] = 1;
+      prepare.bf16_weights[r] = 1;
     }
     code_query_heads(a, row0, rows, heads, q, prepare);
     __syncthreads();  // phase 1 and the weights
@@ -1058,7 +1113,7 @@ __global__ void __launch_bounds__(kPipes* kPipelineThreads, 1)
       const bool ok =
           narrow && row.exact && prepare.usable[warp] && lo >= 23 && hi <= 248 && hi - lo <= kMaxTermSpread;
       if (lane == 0) {
-        row_fast[warp] = row.exact;
+        row_fast[warp] = row.exact ? kRowExact | (prepare.bf16_weights[warp] ? kRowBf16Weights : 0) : 0;
         row_span[warp] = narrow ? 0 : row.span;
         row_range[warp] = ok ? make_int2(prepare.key_lo[warp], prepare.key_hi[warp]) : make_int2(1, 0);
       }
@@ -1100,10 +1155,10 @@ __global__ void __launch_bounds__(kPipes* kPipelineThreads, 1)
       const uint8_t* records = stages + stage * kFastTileBytes + pipeline_warp * kWarpEntries * kKeyBytes;
       const int64_t entry0 = static_cast<int64_t>(tile) * kFastTileEntries + pipeline_warp * kWarpEntries;
       // Decoded once for all rows of the CTA.
-      const KeyExponents k = key_exponents(records, g);
+      const KeyExponents k = key_exponents(records, lane, g, t);
       uint32_t frag_a[2][kFastBlocks][4];
       if (k.narrow) narrow_key_fragments(records, k, g, t, frag_a);
-      const int ek = t == 0 ? k.min[0] : t == 1 ? k.min[1] : t == 2 ? k.min[2] : k.min[3];  // entry g + 8t
+      const int ek = k.ek;  // entry g + 8t
       const int records_offset = static_cast<int>(records - fast_smem);
       for (int r = 0; r < rows; ++r) {
         if (!row_fast[r]) {
@@ -1115,9 +1170,16 @@ __global__ void __launch_bounds__(kPipes* kPipelineThreads, 1)
           // The head loop unrolled by 2: fully unrolled, the kernel stores the A fragments to local memory
           // after every decode (32 STL per 32 entries).
           constexpr int kUnroll = 2;
-          score_narrow_entries<kHeads, kUnroll>(
-              a, frag_a, ek, reinterpret_cast<const uint2*>(q.frags + r * per_row / 4),
-              q.starts + r * heads / 2, q.ws + r * heads / 2, heads, entry0, row0 + r, row_visible[r]);
+          const auto* frags = reinterpret_cast<const uint2*>(q.frags + r * per_row / 4);
+          if (row_fast[r] & kRowBf16Weights) {
+            score_narrow_entries<kHeads, kUnroll, true>(a, frag_a, ek, frags, q.starts + r * heads / 2,
+                                                        q.ws + r * heads / 2, heads, entry0, row0 + r,
+                                                        row_visible[r]);
+          } else {
+            score_narrow_entries<kHeads, kUnroll, false>(a, frag_a, ek, frags, q.starts + r * heads / 2,
+                                                         q.ws + r * heads / 2, heads, entry0, row0 + r,
+                                                         row_visible[r]);
+          }
           continue;
         }
         score_per_block_entries(a, records_offset, entry0, row0 + r, r, kPipes, rows_cta, heads, row_span[r]);

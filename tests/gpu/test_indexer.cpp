@@ -6,12 +6,14 @@
 //     V4.1 shape (32 heads x 128) and a small one; on the tensor-core path also weights that put head
 //     sums exactly on BF16 midpoints, tiny / huge weights with keys over ~100 binades (tiles inside and
 //     outside the narrow-term path's range in one row), 16 / 32 / 64 heads, and the narrow-term path's
-//     exact redo forced for every entry (test hook; otherwise rarely taken);
+//     exact redo forced for every entry (test hook; otherwise rarely taken); BF16-valued head weights (as
+//     V4.1 faithful passes them: the narrow-term path's packed BF16 epilogue) and fp32 ones;
 //   - the candidate pool: identical bytes, for block maxima with heavy ties, empty pools (no visible
 //     entry), full pools (topk_blocks above the block count), m not a multiple of the block size;
 //   - the pool restriction: identical scores.
 // FLASHKV_TEST_SCALE=small shrinks the largest cases.
 #include <cuda_runtime.h>
+#include <flashkv/numeric/scalar_codecs.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -78,6 +80,7 @@ struct ScoreCase {
   int entry_spread = 0;  // key j scaled by 2^(±k), k uniform in [0, entry_spread] (sign per case)
   bool dyadic_weights = false;  // weights k·2^-j with |k| <= 2 (zeros; sums often on BF16 midpoints)
   bool force_redo = false;      // the narrow-term path's exact redo for every entry (test hook)
+  bool bf16_weights = false;    // head weights rounded to BF16 (RNE), as V4.1 faithful passes them
 };
 
 void check_scores(int64_t rows, int heads, int dim, int64_t count, ScoreCase c, uint64_t seed) {
@@ -89,9 +92,11 @@ void check_scores(int64_t rows, int heads, int dim, int64_t count, ScoreCase c, 
         std::ldexp(queries[i], c.query_spread * static_cast<int>((i % static_cast<size_t>(dim)) / 32));
   std::vector<float> weights = normal_values(static_cast<size_t>(rows * heads), 0.2f, rng);
   std::uniform_int_distribution<int> small_int(-2, 2), small_exp(0, 3);
-  for (float& w : weights)
+  for (float& w : weights) {
     w = std::ldexp(c.dyadic_weights ? static_cast<float>(small_int(rng)) : w,
                    c.weight_exp - (c.dyadic_weights ? small_exp(rng) : 0));
+    if (c.bf16_weights) w = flashkv::numeric::bf16_to_float(flashkv::numeric::bf16_from_float(w));
+  }
   std::vector<float> key_rows = normal_values(static_cast<size_t>(count * dim), 1.5f, rng);
   std::uniform_int_distribution<int> entry_exp(0, std::abs(c.entry_spread));
   for (int64_t j = 0; j < count && c.entry_spread != 0; ++j) {
@@ -204,6 +209,26 @@ TEST_CASE("gpu index scores are bit-identical to the CPU backend's", "[gpu][inde
   check_scores(1, 64, 128, 1000, ScoreCase{true, false, 0, 0, 0, 0, true, true}, ++s);
   check_scores(1, 16, 128, 1000, ScoreCase{true, false, 2, 0, 0, 0, true, false}, ++s);
   check_scores(1, 32, 128, 3001, ScoreCase{true, false, 0, 0, 40, 80}, ++s);
+  // BF16-valued weights (the packed BF16 epilogue; dyadic weights above are BF16 values too): one row, several
+  // rows with a raw one, head counts from the arguments, the exact redo forced, weights near the range ends.
+  ScoreCase bf16{};
+  bf16.bf16_weights = true;
+  check_scores(1, 32, 128, 3001, bf16, ++s);
+  check_scores(4, 32, 128, 3001, bf16, ++s);
+  check_scores(1, 64, 128, 1000, bf16, ++s);
+  check_scores(3, 16, 128, 1000, bf16, ++s);
+  ScoreCase bf16_raw = bf16, bf16_redo = bf16, bf16_tiny = bf16, bf16_huge = bf16;
+  bf16_raw.raw_row = true;
+  bf16_redo.force_redo = true;
+  bf16_tiny.weight_exp = -40;
+  bf16_tiny.entry_spread = -100;
+  bf16_huge.weight_exp = 40;
+  bf16_huge.entry_spread = 80;
+  check_scores(3, 32, 128, 2000, bf16_raw, ++s);
+  check_scores(1, 32, 128, 2000, bf16_redo, ++s);
+  check_scores(4, 32, 128, 2000, bf16_redo, ++s);
+  check_scores(1, 32, 128, 3001, bf16_tiny, ++s);
+  check_scores(3, 32, 128, 3001, bf16_huge, ++s);
 }
 
 namespace {
