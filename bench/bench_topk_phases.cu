@@ -9,7 +9,7 @@
 // known, 22 its tiles filtered, 23 candidates in the leader, 5 radix passes, 24 end. Each shape's call is
 // also timed (bench_topk's method) in the same run; shapes that take the cluster path are traced and timed
 // again on the two-launch path, the other long rows as clusters of 16 CTAs of several tiles ("wide-cluster"),
-// a same-run A/B.
+// short rows as clusters of CTAs of 16K, 8K, 4K entries ("cluster-chunk<entries>"): same-run A/Bs.
 #define FLASHKV_TOPK_PHASES 1
 // Own names for the entry points, so this copy never meets the library's.
 #define top_k_rows top_k_rows_phases
@@ -135,6 +135,12 @@ int main() {
           fc::topk_cluster_wide = true;
           trace_shape(type, n, rows, scores, out.as<int32_t>(), " wide-cluster");
           fc::topk_cluster_wide = false;
+        } else {
+          for (const int64_t chunk : {16384, 8192, 4096}) {
+            fc::topk_short_cluster_chunk = chunk;
+            trace_shape(type, n, rows, scores, out.as<int32_t>(), " cluster-chunk" + std::to_string(chunk));
+          }
+          fc::topk_short_cluster_chunk = 0;
         }
       }
     }

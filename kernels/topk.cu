@@ -1189,12 +1189,15 @@ int cluster_capacity(int64_t size) {
 
 // bench/bench_topk_phases times the two-launch path against the cluster path in the same run, and rows of
 // more than kMaxCluster chunks as clusters of kMaxCluster CTAs of several tiles each ("wide").
+// Short rows as clusters of CTAs of topk_short_cluster_chunk entries (0: the short kernel).
 #ifdef FLASHKV_TOPK_PHASES
 bool topk_force_two_launch = false;
 bool topk_cluster_wide = false;
+int64_t topk_short_cluster_chunk = 0;
 #else
 constexpr bool topk_force_two_launch = false;
 constexpr bool topk_cluster_wide = false;
+constexpr int64_t topk_short_cluster_chunk = 0;
 #endif
 
 // Entries per CTA when a row's tiles are dealt to kMaxCluster CTAs.
@@ -1237,6 +1240,14 @@ void launch(const T* scores, int64_t rows, int64_t n, int64_t k, int32_t* out, v
   const auto grid_rows = static_cast<unsigned>(rows);
   switch (path_for(n, k)) {
     case Path::kShort: {
+      if (topk_short_cluster_chunk > 0 && n >= 4096 && k <= kFilterMaxK) {  // bench-only A/B
+        const int64_t chunk = std::max<int64_t>(topk_short_cluster_chunk, 1),
+                      chunks = (n + chunk - 1) / chunk;
+        if (vector_aligned(scores, n)
+                ? launch_cluster<T, kVector<T>>(scores, rows, n, k, chunk, chunks, out, stream)
+                : launch_cluster<T, 1>(scores, rows, n, k, chunk, chunks, out, stream))
+          return;
+      }
       const size_t smem = static_cast<size_t>(n) * 2 * sizeof(uint32_t);
       if (vector_aligned(scores, n))
         top_k_short_kernel<T, kVector<T>><<<grid_rows, kShortThreads, smem, stream>>>(scores, n, k, out);
