@@ -77,34 +77,6 @@ unsigned g_window_ablation = 0;
 
 // ---- row loads and stores -------------------------------------------------------------------------------
 
-// This lane's 16 channels of `row` (16-byte aligned), as fp32.
-__device__ void load_chunk(const void* rows, RowType type, int64_t row, int dim, int lane_in_row,
-                           float (&x)[kChannels]) {
-  const int64_t first = row * dim + static_cast<int64_t>(lane_in_row) * kChannels;
-  if (type == RowType::kBf16) {
-    const uint4* src = reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(rows) + first);
-    const uint4 lo = __ldg(src), hi = __ldg(src + 1);
-    const uint32_t w[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      x[2 * i] = __uint_as_float(w[i] << 16);
-      x[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-    }
-  } else {
-    const float4* src = reinterpret_cast<const float4*>(static_cast<const float*>(rows) + first);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float4 f = __ldg(src + i);
-      x[4 * i] = f.x, x[4 * i + 1] = f.y, x[4 * i + 2] = f.z, x[4 * i + 3] = f.w;
-    }
-  }
-}
-
-__device__ void load_f32_chunk(const float* rows, int64_t row, int dim, int lane_in_row,
-                               float (&x)[kChannels]) {
-  load_chunk(rows, RowType::kFp32, row, dim, lane_in_row, x);
-}
-
 // A lane's 16 input channels as loaded (64 bytes of fp32, or 32 bytes of BF16 in q[0..1]).
 struct RawChunk {
   uint4 q[4];
@@ -910,9 +882,7 @@ __device__ bool faithful_pool_fast(float v0, float g0, float v1, float g1, float
 }
 
 // Asks L2 for this lane's 64 bytes of the four input rows of the ratio-2 entry whose first token is t0 >= 0
-// (a later iteration's): the kernel reads v and g straight into registers, and without the ring of the
-// other kernels each entry waited for DRAM (round s5r0 profile: issue 42% busy, long scoreboard the top
-// stall, 16 warps per SM).
+// (the next iteration's; round s5r1: +1% of copy when the inputs went straight into registers).
 __device__ void prefetch_l2(const void* address) {
   asm volatile("prefetch.global.L2 [%0];" ::"l"(address));
 }
@@ -926,42 +896,74 @@ __device__ void prefetch_entry_rows(const CompressorWriteArgs& a, int64_t t0, in
 }
 
 // The ratio-2 latent chunk of one entry: tokens t0 = 2·entry − start (−1: the open group's token, in
-// `pending`) and t0 + 1, this lane's 16 channels pooled. Faithful channels the fast path declines are pooled
-// by the CPU's expression after the loop, from inputs read again (rare), so the inputs die as they are used.
-template <bool kFaithful>
-__device__ void pool_entry_chunk(const CompressorWriteArgs& a, int64_t t0, int dim, int lane_in_row,
+// `pending`) and t0 + 1, this lane's 16 channels pooled. `load(q, v0, g0, v1, g1)` gives channels 4q … 4q+3
+// of the four input rows (from the warp's ring slot, or from global memory). Faithful channels the fast path
+// declines are pooled by the CPU's expression after the loop, from inputs read again from global memory
+// (rare), so the inputs die as they are used.
+struct EntryRows {
+  const float *v0, *g0, *v1, *g1;
+  __device__ EntryRows(const CompressorWriteArgs& a, int64_t t0, int dim) {
+    const float* v = static_cast<const float*>(a.v.data);
+    v0 = t0 < 0 ? a.pending : v + t0 * dim;
+    g0 = t0 < 0 ? a.pending + dim : a.g + t0 * dim;
+    v1 = v + (t0 + 1) * dim;
+    g1 = a.g + (t0 + 1) * dim;
+  }
+};
+
+template <bool kFaithful, typename Load>
+__device__ void pool_entry_chunk(const Load& load, const EntryRows& rows, int lane_in_row,
                                  float (&x)[kChannels]) {
-  const float* v = static_cast<const float*>(a.v.data);
-  const float* v0_row = t0 < 0 ? a.pending : v + t0 * dim;
-  const float* g0_row = t0 < 0 ? a.pending + dim : a.g + t0 * dim;
-  const float* v1_row = v + (t0 + 1) * dim;
-  const float* g1_row = a.g + (t0 + 1) * dim;
-  float v0[kChannels], g0[kChannels], v1[kChannels], g1[kChannels];
-  load_f32_chunk(v0_row, 0, dim, lane_in_row, v0);
-  load_f32_chunk(g0_row, 0, dim, lane_in_row, g0);
-  load_f32_chunk(v1_row, 0, dim, lane_in_row, v1);
-  load_f32_chunk(g1_row, 0, dim, lane_in_row, g1);
-  if constexpr (!kFaithful) {
+  uint32_t declined = 0;  // bit i: channel i takes the CPU's expression (faithful)
 #pragma unroll
-    for (int i = 0; i < kChannels; ++i) x[i] = cpu_pool_value(v0[i], g0[i], v1[i], g1[i], false);
-  } else {
-    uint32_t declined = 0;  // bit i: channel i takes the CPU's expression
+  for (int q = 0; q < kChannels / 4; ++q) {
+    float4 v0, g0, v1, g1;
+    load(q, v0, g0, v1, g1);
+    const float v0s[4] = {v0.x, v0.y, v0.z, v0.w}, g0s[4] = {g0.x, g0.y, g0.z, g0.w};
+    const float v1s[4] = {v1.x, v1.y, v1.z, v1.w}, g1s[4] = {g1.x, g1.y, g1.z, g1.w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      if constexpr (!kFaithful) {
+        x[4 * q + k] = cpu_pool_value(v0s[k], g0s[k], v1s[k], g1s[k], false);
+      } else if (!faithful_pool_fast(v0s[k], g0s[k], v1s[k], g1s[k], x[4 * q + k])) {
+        declined |= 1u << (4 * q + k);
+      }
+    }
+  }
+  if (declined != 0) {
+    const int c = lane_in_row * kChannels;
 #pragma unroll
     for (int i = 0; i < kChannels; ++i) {
-      if (!faithful_pool_fast(v0[i], g0[i], v1[i], g1[i], x[i])) declined |= 1u << i;
-    }
-    if (declined != 0) {
-      const int c = lane_in_row * kChannels;
-#pragma unroll
-      for (int i = 0; i < kChannels; ++i) {
-        if (declined & (1u << i)) {
-          x[i] = cpu_pool_value_faithful(__ldg(v0_row + c + i), __ldg(g0_row + c + i), __ldg(v1_row + c + i),
-                                         __ldg(g1_row + c + i));
-        }
+      if (declined & (1u << i)) {
+        x[i] = cpu_pool_value_faithful(__ldg(rows.v0 + c + i), __ldg(rows.g0 + c + i), __ldg(rows.v1 + c + i),
+                                       __ldg(rows.g1 + c + i));
       }
     }
   }
 }
+
+// The four input rows of an entry from global memory (groups the ring does not hold).
+__device__ void load_entry_quad(const EntryRows& rows, int lane_in_row, int q, float4& v0, float4& g0,
+                                float4& v1, float4& g1) {
+  const int64_t offset = lane_in_row * (kChannels / 4) + q;  // in float4
+  v0 = __ldg(reinterpret_cast<const float4*>(rows.v0) + offset);
+  g0 = __ldg(reinterpret_cast<const float4*>(rows.g0) + offset);
+  v1 = __ldg(reinterpret_cast<const float4*>(rows.v1) + offset);
+  g1 = __ldg(reinterpret_cast<const float4*>(rows.g1) + offset);
+}
+
+// ---- ratio-2 input ring ----------------------------------------------------------------------------------
+// Ratio-2 entries read four fp32 rows each (8 KB per warp and iteration), straight into registers until
+// session 6: with 16 warps per SM (100 registers) every iteration waited for them (s6 profile: long
+// scoreboard 36% of the stall samples, issue 41% busy, DRAM 69% of peak while copy reaches 87%). Each warp
+// now copies its next group of entries into its slot of a shared-memory ring (cp.async, 512 contiguous bytes
+// per instruction) right after pooling the current one, so the load overlaps the rest of the entry (RMSNorm,
+// RoPE, NVFP4, stores). A group of R entries (R = rows per warp) has tokens t0 … t0 + 2R − 1, consecutive
+// rows: 4 KB of v and 4 KB of g. Slot layout: 16-byte unit j (v: 0 … 255, g: 256 … 511) at j + j/8 (a
+// padding unit after every 8), so the 8 lanes of a quarter warp hit 8 different bank groups both when
+// copying (consecutive j) and when reading their own 64-byte blocks (j = 4b + k, k = 0 … 3: 4b + k + b/2).
+constexpr int kPoolingSlotUnits = 576;  // 512 units + 64 padding: 9 KB per warp
+constexpr size_t kPoolingRingBytes = kPoolingSlotUnits * (kThreads / 32) * sizeof(uint4);  // 72 KB per CTA
 
 // ---- record encoders: this lane's 16 channels of one record
 // ------------------------------------------------
@@ -1468,22 +1470,75 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
         static_cast<const uint8_t*>(a.v.data) + static_cast<size_t>((first - a.start) * kDim) * element_bytes,
         a.v.type};
     for_each_input_row<kDim>(count, rows, ring, finish);
-  } else {
-    // the grid-stride step of for_each_row
-    const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x / 32 * RowLanes<kDim>::kRowsPerWarp;
-    for_each_row<kDim>(count, [&](int64_t index, bool active, const RowLanes<kDim>& lanes) {
-      // the warp's next entry (an iteration is several microseconds; 17 MB ahead over the GPU fits L2)
+  } else {  // ratio 2: the warp's groups of entries through its ring slot (kPoolingRingBytes, dynamic)
+    extern __shared__ uint4 pooling_ring[];
+    constexpr int kRowsPerWarp = RowLanes<kDim>::kRowsPerWarp;
+    const RowLanes<kDim> lanes;
+    const int lane = static_cast<int>(threadIdx.x % 32);
+    uint4* const slot = pooling_ring + (threadIdx.x / 32) * kPoolingSlotUnits;
+    uint4* const copy_to = slot + lane + lane / 8;  // unit 32u + lane of the v or g rows: + 36u (+ 288 for g)
+    const int block = 2 * lanes.row_in_warp * kLanes + lanes.lane_in_row;  // this lane's 64 B of token t0
+    const uint4* const read_from = slot + 4 * block + block / 2;
+    constexpr int kNextRow = 4 * kLanes + kLanes / 2;  // token t0 + 1: kLanes blocks further
+    constexpr int kRowsG = 288;                        // the g rows: unit 256 + 256/8
+    const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+    const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x / 32 * kRowsPerWarp;
+    // Whether the ring holds the group of entries [base, base + R): all R are entries and t0 >= 0 (the first
+    // group of a call that starts with an open token reads `pending`; the last may be partial: both read
+    // global memory directly).
+    const auto in_ring = [&](int64_t base) {
+      return base + kRowsPerWarp <= count && 2 * (first + base) - a.start >= 0;
+    };
+    const auto issue = [&](int64_t base) {
+      const int64_t t0 = 2 * (first + base) - a.start;
+      const uint4* v = static_cast<const uint4*>(a.v.data) + t0 * (kDim / 4) + lane;
+      const uint4* g = reinterpret_cast<const uint4*>(a.g) + t0 * (kDim / 4) + lane;
+#pragma unroll
+      for (int u = 0; u < 8; ++u) cp_async16(copy_to + 36 * u, v + 32 * u);
+#pragma unroll
+      for (int u = 0; u < 8; ++u) cp_async16(copy_to + kRowsG + 36 * u, g + 32 * u);
+    };
+    int64_t base = warp * kRowsPerWarp;
+    if (base < count && in_ring(base)) issue(base);
+    cp_async_commit();
+    for (; base < count; base += step) {  // warp-uniform
+      const int64_t row = base + lanes.row_in_warp;
+      const bool active = row < count;
+      const int64_t index = active ? row : count - 1;  // idle groups redo the last entry without storing
+      const EntryRows rows(a, 2 * (first + index) - a.start, kDim);
+      // the next group into L2, ahead of its ring copy after the pooling (17 MB ahead over the GPU fits L2)
       if (index + step < count) {
         prefetch_entry_rows(a, 2 * (first + index + step) - a.start, kDim, lanes.lane_in_row);
       }
       float x[kChannels];
-      pool_entry_chunk<kFaithful>(a, 2 * (first + index) - a.start, kDim, lanes.lane_in_row, x);
+      if (in_ring(base)) {
+        cp_async_wait<0>();
+        __syncwarp();  // every lane's copies are visible to the warp
+        pool_entry_chunk<kFaithful>(
+            [&](int q, float4& v0, float4& g0, float4& v1, float4& g1) {
+              v0 = reinterpret_cast<const float4&>(read_from[q]);
+              v1 = reinterpret_cast<const float4&>(read_from[kNextRow + q]);
+              g0 = reinterpret_cast<const float4&>(read_from[kRowsG + q]);
+              g1 = reinterpret_cast<const float4&>(read_from[kRowsG + kNextRow + q]);
+            },
+            rows, lanes.lane_in_row, x);
+        __syncwarp();  // every lane has read the slot before it is refilled
+      } else {
+        pool_entry_chunk<kFaithful>(
+            [&](int q, float4& v0, float4& g0, float4& v1, float4& g1) {
+              load_entry_quad(rows, lanes.lane_in_row, q, v0, g0, v1, g1);
+            },
+            rows, lanes.lane_in_row, x);
+      }
+      if (base + step < count && in_ring(base + step)) issue(base + step);
+      cp_async_commit();
       const auto copy = [=](float(&again)[kChannels]) {  // the pooled values stay live
 #pragma unroll
         for (int i = 0; i < kChannels; ++i) again[i] = x[i];
       };
       finish(x, copy, index, active, lanes);
-    });
+    }
+    cp_async_wait<0>();
   }
 }
 
@@ -1521,7 +1576,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtas) index_key_write_kernel(Ind
 
 // Resident CTAs of `kernel` on the current device, remembered per thread (the launch path of a decode step
 // should not pay an occupancy query per call).
-int resident_ctas(const void* kernel) {
+int resident_ctas(const void* kernel, size_t dynamic_shared) {
   struct Entry {
     const void* kernel;
     int device;
@@ -1538,9 +1593,13 @@ int resident_ctas(const void* kernel) {
   // (not the L1 split) decides how many CTAs are resident.
   FKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                       cudaSharedmemCarveoutMaxShared));
+  if (dynamic_shared > 0) {  // the ratio-2 ring (72 KB) is above the default 48 KB
+    FKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(dynamic_shared)));
+  }
   int sms = 0, per_sm = 0;
   FKV_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  FKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, 0));
+  FKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, dynamic_shared));
   const int ctas = sms * (per_sm > 0 ? per_sm : 1);
   cache[next] = {kernel, device, ctas};
   next = (next + 1) % 32;
@@ -1550,8 +1609,8 @@ int resident_ctas(const void* kernel) {
 int g_grid_limit = 0;  // set_grid_limit_for_tests; 0: none
 
 template <typename Kernel>
-int grid_for(Kernel kernel, int64_t rows, int rows_per_warp) {
-  int64_t resident = resident_ctas(reinterpret_cast<const void*>(kernel));
+int grid_for(Kernel kernel, int64_t rows, int rows_per_warp, size_t dynamic_shared = 0) {
+  int64_t resident = resident_ctas(reinterpret_cast<const void*>(kernel), dynamic_shared);
   if (g_grid_limit > 0 && g_grid_limit < resident) resident = g_grid_limit;
   const int64_t rows_per_cta = static_cast<int64_t>(kThreads / 32) * rows_per_warp;
   const int64_t needed = (rows + rows_per_cta - 1) / rows_per_cta;
@@ -1664,8 +1723,10 @@ void write_compressed_entries(const CompressorWriteArgs& args, cudaStream_t stre
   const int64_t last = compressor_last_entry(args.start, args.n, args.ratio);
   const int64_t count = last - args.first_entry;
   if (count > 0) {
+    const size_t ring = args.ratio == 2 ? kPoolingRingBytes : 0;
     const auto launch = [&](auto kernel, int rows_per_warp) {
-      kernel<<<grid_for(kernel, count, rows_per_warp), kThreads, 0, stream>>>(args, args.first_entry, count);
+      kernel<<<grid_for(kernel, count, rows_per_warp, ring), kThreads, ring, stream>>>(args, args.first_entry,
+                                                                                       count);
       FKV_CUDA_CHECK_LAUNCH();
     };
     if (args.ratio == 2) {
