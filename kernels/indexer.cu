@@ -907,16 +907,18 @@ __device__ inline void narrow_key_fragments(const uint8_t* records, const KeyExp
     const int mt = q >> 1, half = q & 1;
     const int shift = k.shift[q];
     const uint32_t lut_lo = 0x03020100u << shift, lut_hi = 0x0C080604u << shift;
-    // prmt reads the low 16 bits of its selector: the word's upper four codes are loaded as a 16-bit value
-    // of their own (the shared-memory pipe has room; the ALU pipe, half rate, carries about half of this
-    // kernel's instructions: two shifts fewer, one flip more per word).
+    // prmt reads the low 16 bits of its selector. The ALU pipe (half rate) carries about half of this
+    // kernel's instructions, so per word: its upper four codes loaded as a 16-bit value of their own (the
+    // shared-memory pipe has room), all eight codes flipped by one 32-bit XOR, the flipped upper four moved
+    // down by a multiply-high on the FMA pipe (was: two 16-bit flips).
 #pragma unroll
     for (int i = 0; i < kFastBlocks; ++i) {
       const uint32_t w = *reinterpret_cast<const uint32_t*>(block + i * 4);
       const uint32_t w_hi = *reinterpret_cast<const uint16_t*>(block + i * 4 + 2);
-      a[mt][i][half] = kOffsets + byte_perm(lut_lo, lut_hi, w) - byte_perm(lut_lo, lut_hi, w ^ 0x8888u);
+      const uint32_t flipped = w ^ 0x88888888u, flipped_hi = __umulhi(flipped, 0x10000u);
+      a[mt][i][half] = kOffsets + byte_perm(lut_lo, lut_hi, w) - byte_perm(lut_lo, lut_hi, flipped);
       a[mt][i][2 + half] =
-          kOffsets + byte_perm(lut_lo, lut_hi, w_hi) - byte_perm(lut_lo, lut_hi, w_hi ^ 0x8888u);
+          kOffsets + byte_perm(lut_lo, lut_hi, w_hi) - byte_perm(lut_lo, lut_hi, flipped_hi);
     }
   }
 }
