@@ -547,21 +547,35 @@ __device__ inline RowCoding row_coding(const PrepareShared& p, int r, int heads,
 
 constexpr int kPrepareBatch = 8;  // heads per warp whose loads are issued together (one latency)
 
+// The lane's four channels of the items (row, head) base, base + warps, .. (kPrepareBatch of them; zeros
+// past the last item).
+__device__ inline void load_query_batch(const FastArgs& a, int64_t row0, int items, int heads, int base,
+                                        float4 (&x)[kPrepareBatch]) {
+  const int lane = threadIdx.x & 31, warps = static_cast<int>(blockDim.x >> 5);
+#pragma unroll
+  for (int i = 0; i < kPrepareBatch; ++i) {
+    const int item = base + i * warps;
+    x[i] = item < items ? reinterpret_cast<const float4*>(a.queries + (row0 * heads + item) * kFastDim)[lane]
+                        : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  }
+}
+
 // Phase 1, for the items (row, head) = warp, warp + 16, ..: codes the head (code_head), stores its
-// unshifted doubled values in fragment order and its codes, exactness and spread.
+// unshifted doubled values in fragment order and its codes, exactness and spread. first: the warp's first
+// batch (load_query_batch at base = warp), loaded by the caller before the key tiles' bulk copies are
+// issued, so that these few loads do not queue behind them.
 __device__ inline void code_query_heads(const FastArgs& a, int64_t row0, int rows, int heads, QuerySlots q,
-                                        PrepareShared& p) {
+                                        PrepareShared& p, const float4 (&first)[kPrepareBatch]) {
   const int lane = threadIdx.x & 31, warp = static_cast<int>(threadIdx.x >> 5), items = rows * heads;
   const int warps = static_cast<int>(blockDim.x >> 5);
   const int lane_word = fragment_word(0, lane);  // fragment_word(head, lane) = this + fragment_word(head, 0)
   for (int base = warp; base < items; base += warps * kPrepareBatch) {
     float4 x[kPrepareBatch];
+    if (base == warp) {
 #pragma unroll
-    for (int i = 0; i < kPrepareBatch; ++i) {
-      const int item = base + i * warps;
-      x[i] = item < items
-                 ? reinterpret_cast<const float4*>(a.queries + (row0 * heads + item) * kFastDim)[lane]
-                 : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      for (int i = 0; i < kPrepareBatch; ++i) x[i] = first[i];
+    } else {
+      load_query_batch(a, row0, items, heads, base, x);
     }
 #pragma unroll
     for (int i = 0; i < kPrepareBatch; ++i) {
@@ -1087,6 +1101,10 @@ __global__ void __launch_bounds__(kPipes* kPipelineThreads, 1)
   const int pipelines = static_cast<int>(gridDim.x) * kPipes;
   const uint32_t stage0 = shared_address(stages), full0 = shared_address(&stage_full[pipeline][0]),
                  empty0 = shared_address(&stage_empty[pipeline][0]);
+  // One row: the query loads of the preparation first (see code_query_heads).
+  const int lane = threadIdx.x & 31, warp = static_cast<int>(threadIdx.x >> 5), g = lane >> 2, t = lane & 3;
+  float4 query_batch[kPrepareBatch];
+  if constexpr (kOneRow) load_query_batch(a, row0, rows * heads, heads, warp, query_batch);
   // Prologue: each pipeline's first kFastStages - 1 tiles in flight during the preparation.
   if (thread == 0) {
     for (int s = 0; s < kFastStages; ++s) {
@@ -1101,7 +1119,6 @@ __global__ void __launch_bounds__(kPipes* kPipelineThreads, 1)
   }
   for (int i = static_cast<int>(threadIdx.x); i < rows * heads; i += kThreads)
     q.weights[i] = a.weights[row0 * heads + i];
-  const int lane = threadIdx.x & 31, warp = static_cast<int>(threadIdx.x >> 5), g = lane >> 2, t = lane & 3;
   if (threadIdx.x < rows) row_visible[threadIdx.x] = a.visible[row0 + threadIdx.x];
   if constexpr (kOneRow) {
     if (threadIdx.x < rows) {
@@ -1113,7 +1130,7 @@ __global__ void __launch_bounds__(kPipes* kPipelineThreads, 1)
       prepare.usable[r] = 1;
       prepare.bf16_weights[r] = 1;
     }
-    code_query_heads(a, row0, rows, heads, q, prepare);
+    code_query_heads(a, row0, rows, heads, q, prepare, query_batch);
     __syncthreads();  // phase 1 and the weights
     finish_query_heads(rows, heads, q, prepare);
     __syncthreads();    // phase 2
