@@ -545,6 +545,24 @@ __device__ inline RowCoding row_coding(const PrepareShared& p, int r, int heads,
   return {__all_sync(0xFFFFFFFFu, exact) != 0, static_cast<int>(__reduce_max_sync(0xFFFFFFFFu, span))};
 }
 
+// A row's results as the scores kernel's tile loop uses them.
+struct RowInfo {
+  int fast;         // kRowExact | kRowBf16Weights bits (0: not MXFP4-exact, the exact path)
+  int2 range;       // key exponents the narrow-term path takes ([lo, hi]; lo > hi: none)
+  int64_t visible;  // n_visible of the row
+  int span;         // largest head spread of the row's block exponents (0: narrow)
+};
+
+// Row r's results from the in-kernel preparation (after its phase 2), on every lane of the warp.
+__device__ inline RowInfo row_results(const PrepareShared& p, int r, int heads, int lane, int64_t visible) {
+  const RowCoding row = row_coding(p, r, heads, lane);
+  const bool narrow = row.span <= kNarrowSpan;
+  const int lo = p.spread_lo[r], hi = p.spread_hi[r];
+  const bool ok = narrow && row.exact && p.usable[r] && lo >= 23 && hi <= 248 && hi - lo <= kMaxTermSpread;
+  return {row.exact ? kRowExact | (p.bf16_weights[r] ? kRowBf16Weights : 0) : 0,
+          ok ? make_int2(p.key_lo[r], p.key_hi[r]) : make_int2(1, 0), visible, narrow ? 0 : row.span};
+}
+
 constexpr int kPrepareBatch = 8;  // heads per warp whose loads are issued together (one latency)
 
 // The lane's four channels of the items (row, head) base, base + warps, .. (kPrepareBatch of them; zeros
@@ -1120,6 +1138,7 @@ __global__ void __launch_bounds__(kPipes* kPipelineThreads, 1)
   for (int i = static_cast<int>(threadIdx.x); i < rows * heads; i += kThreads)
     q.weights[i] = a.weights[row0 * heads + i];
   if (threadIdx.x < rows) row_visible[threadIdx.x] = a.visible[row0 + threadIdx.x];
+  RowInfo one_row{};  // one row: its results (below)
   if constexpr (kOneRow) {
     if (threadIdx.x < rows) {
       const int r = static_cast<int>(threadIdx.x);
@@ -1131,21 +1150,13 @@ __global__ void __launch_bounds__(kPipes* kPipelineThreads, 1)
       prepare.bf16_weights[r] = 1;
     }
     code_query_heads(a, row0, rows, heads, q, prepare, query_batch);
-    __syncthreads();  // phase 1 and the weights
+    __syncthreads();  // phase 1, the weights and the barriers' initialization
     finish_query_heads(rows, heads, q, prepare);
-    __syncthreads();    // phase 2
-    if (warp < rows) {  // warp r: row r's results
-      const RowCoding row = row_coding(prepare, warp, heads, lane);
-      const bool narrow = row.span <= kNarrowSpan;
-      const int lo = prepare.spread_lo[warp], hi = prepare.spread_hi[warp];
-      const bool ok =
-          narrow && row.exact && prepare.usable[warp] && lo >= 23 && hi <= 248 && hi - lo <= kMaxTermSpread;
-      if (lane == 0) {
-        row_fast[warp] = row.exact ? kRowExact | (prepare.bf16_weights[warp] ? kRowBf16Weights : 0) : 0;
-        row_span[warp] = narrow ? 0 : row.span;
-        row_range[warp] = ok ? make_int2(prepare.key_lo[warp], prepare.key_hi[warp]) : make_int2(1, 0);
-      }
-    }
+    __syncthreads();  // phase 2
+    // Every warp derives the row's results itself, into registers for the whole tile loop (no writer warp
+    // and third barrier; from shared memory per tile they cost loads and the shared window's address each
+    // time: ~4 % of the stall samples in the s6 profile).
+    one_row = row_results(prepare, 0, heads, lane, row_visible[0]);
   } else {  // copy the preparation kernel's results
     wait_for_previous_grid();
     const PreparedQueries& p = a.prepared;
@@ -1163,19 +1174,11 @@ __global__ void __launch_bounds__(kPipes* kPipelineThreads, 1)
       row_span[threadIdx.x] = p.span[row0 + threadIdx.x];
       row_range[threadIdx.x] = p.key_range[row0 + threadIdx.x];
     }
+    __syncthreads();  // the row results and the barriers' initialization
   }
-  __syncthreads();  // the row results and the barriers' initialization
-  // One row: its results held in registers for the whole tile loop (read from shared memory per tile, they
-  // cost loads and the shared window's address each time: ~4 % of the stall samples in the s6 profile).
-  struct RowInfo {
-    int fast;
-    int2 range;
-    int64_t visible;
-  };
-  const RowInfo one_row{row_fast[0], row_range[0], row_visible[0]};
   const auto row_info = [&](int r) -> RowInfo {
     if constexpr (kOneRow) return one_row;
-    return {row_fast[r], row_range[r], row_visible[r]};
+    return {row_fast[r], row_range[r], row_visible[r], row_span[r]};
   };
   int stage = 0;
   uint32_t parity = 0;  // of the stages' current use
@@ -1229,7 +1232,7 @@ __global__ void __launch_bounds__(kPipes* kPipelineThreads, 1)
           }
           continue;
         }
-        score_per_block_entries(a, records_offset, entry0, row0 + r, r, kPipes, rows_cta, heads, row_span[r]);
+        score_per_block_entries(a, records_offset, entry0, row0 + r, r, kPipes, rows_cta, heads, row.span);
       }
     }
     __syncwarp();
