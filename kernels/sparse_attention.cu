@@ -1500,10 +1500,12 @@ __device__ inline void tile_softmax(const float (&acc)[32], OnlineExchange& x, i
 }
 
 // out = O / (l + 2^(sink − m)) in place: the quad's four shares of l added, then the two warpgroups' through
-// x.rows (both get the same sum: a + b == b + a). The caller has ordered the last reads of x.rows.
+// x.rows (both get the same sum: a + b == b + a). The caller has ordered the last reads of x.rows. sinks: the
+// 64 heads' sink logits (natural base, in shared memory).
 template <typename Barrier>
-__device__ inline void normalise_output(OnlineRows& rows, OnlineExchange& x, const float* sinks2,
+__device__ inline void normalise_output(OnlineRows& rows, OnlineExchange& x, const float* sinks,
                                         float (&o)[128]) {
+  constexpr float kLog2e = 1.4426950408889634f;
   const int group = static_cast<int>(threadIdx.x) / 128;
   const int i = static_cast<int>(threadIdx.x) % 128;
   const int head0 = 16 * (i / 32);
@@ -1518,7 +1520,8 @@ __device__ inline void normalise_output(OnlineRows& rows, OnlineExchange& x, con
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const float sum = rows.sum[r] + (r == 0 ? theirs.x : theirs.y);
-    const float inverse = 1.0f / (sum + exp2_approx(sinks2[head0 + i % 32 / 4 + 8 * r] - rows.max[r]));
+    const float sink2 = sinks[head0 + i % 32 / 4 + 8 * r] * kLog2e;  // (as the running maxima started)
+    const float inverse = 1.0f / (sum + exp2_approx(sink2 - rows.max[r]));
 #pragma unroll
     for (int j = 0; j < 32; ++j) {
       o[4 * j + 2 * r] *= inverse;
@@ -1578,14 +1581,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int group = warpgroup_index();
   const int head0 = 16 * (warp & 3);
   profile_point(args.profile, 0);
-  // the key list's loads first: everything else waits for their round trip
+  // the key list's loads first: everything else waits for their round trip. The sinks go to shared memory by
+  // cp.async (the running maxima start at them after the prologue's barrier; the output normalisation takes
+  // them at the end): the s6 profile had warps 0-1 waiting for a sink load queued behind Q's 64 KB of copies
+  // before the key list's first barrier (~1 us of the prologue), and ptxas hoists a register load's consumer.
   const KeySlots slots = load_key_slots(args, row);
+  float* sinks = reinterpret_cast<float*>(s.counts + 2);
+  if (threadIdx.x < kHeads) cp_async<4>(smem_address(sinks + threadIdx.x), args.sink + threadIdx.x);
   stage_q(args.q + row * kHeads * kDim, q_tile);
-  // the sinks' base-2 logits: the running maxima start there; shared memory keeps them for the end (in
-  // registers across the loop they were the kernel's only spill)
-  float* sinks2 = reinterpret_cast<float*>(s.counts + 2);
-  if (threadIdx.x < kHeads) sinks2[threadIdx.x] = args.sink[threadIdx.x] * kLog2e;
-  const float max0 = args.sink[head0 + lane / 4] * kLog2e, max1 = args.sink[head0 + lane / 4 + 8] * kLog2e;
   compact_key_list(args, slots, reinterpret_cast<int*>(&exchange), s.keys, s.counts);  // exchange: free yet
   profile_point(args.profile, 1);
   const KeySource src{args.window_records, args.entry_records, s.counts[0], s.counts[1]};
@@ -1605,8 +1608,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   cp_async_wait_all();
   fence_proxy_async();  // Q's copies, read by wgmma
-  __syncthreads();
+  __syncthreads();      // (and the sinks' copies, read by every thread)
   profile_point(args.profile, 2);
+  const float max0 = sinks[head0 + lane / 4] * kLog2e, max1 = sinks[head0 + lane / 4 + 8] * kLog2e;
 
   float o[128];
 #pragma unroll
@@ -1667,7 +1671,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     __syncthreads();  // tile t + 1 decoded; P·V of tile t done (its buffer takes tile t + 2); exchange free
   }
   profile_point(args.profile, 3);
-  normalise_output<CtaBarrier>(rows, exchange, sinks2, o);  // (the loop ended with a CTA barrier)
+  normalise_output<CtaBarrier>(rows, exchange, sinks, o);  // (the loop ended with a CTA barrier)
   uint16_t* out_row = args.out + row * kHeads * kDim;
   if (aligned16(out_row)) {  // (the buffers are free: the loop ended with a CTA barrier)
     stage_output(o, head0, 256 * group, buffers);
