@@ -1094,6 +1094,7 @@ template <int kHeads, bool kOneRow, int kPipes>
 __global__ void __launch_bounds__(kPipes* kPipelineThreads, 1)
     fast_scores_kernel(const __grid_constant__ FastArgs a) {
   constexpr int kThreads = kPipes * kPipelineThreads;
+  static_assert(kFastRows * kMaxFastHeads <= kThreads, "one head weight per thread");
   const int64_t row0 = static_cast<int64_t>(blockIdx.y) * a.rows_per_cta;
   const int rows_cta = kOneRow ? 1 : a.rows_per_cta, heads = kHeads > 0 ? kHeads : a.heads;
   const int per_row = heads * kFastDim;
@@ -1119,10 +1120,15 @@ __global__ void __launch_bounds__(kPipes* kPipelineThreads, 1)
   const int pipelines = static_cast<int>(gridDim.x) * kPipes;
   const uint32_t stage0 = shared_address(stages), full0 = shared_address(&stage_full[pipeline][0]),
                  empty0 = shared_address(&stage_empty[pipeline][0]);
-  // One row: the query loads of the preparation first (see code_query_heads).
+  // The small loads the preparation waits for first, so that they do not queue behind the tile copies:
+  // one row's query heads (see code_query_heads), the head weights (rows·heads <= 256 threads), the rows'
+  // visible counts.
   const int lane = threadIdx.x & 31, warp = static_cast<int>(threadIdx.x >> 5), g = lane >> 2, t = lane & 3;
   float4 query_batch[kPrepareBatch];
   if constexpr (kOneRow) load_query_batch(a, row0, rows * heads, heads, warp, query_batch);
+  const bool weight_thread = static_cast<int>(threadIdx.x) < rows * heads;
+  const float weight = weight_thread ? a.weights[row0 * heads + threadIdx.x] : 0.0f;
+  const int64_t visible = static_cast<int>(threadIdx.x) < rows ? a.visible[row0 + threadIdx.x] : 0;
   // Prologue: each pipeline's first kFastStages - 1 tiles in flight during the preparation.
   if (thread == 0) {
     for (int s = 0; s < kFastStages; ++s) {
@@ -1135,9 +1141,8 @@ __global__ void __launch_bounds__(kPipes* kPipelineThreads, 1)
       if (tile < tiles) issue_tile(a, tile, stage0 + s * kFastTileBytes, full0 + 8 * s);
     }
   }
-  for (int i = static_cast<int>(threadIdx.x); i < rows * heads; i += kThreads)
-    q.weights[i] = a.weights[row0 * heads + i];
-  if (threadIdx.x < rows) row_visible[threadIdx.x] = a.visible[row0 + threadIdx.x];
+  if (weight_thread) q.weights[threadIdx.x] = weight;
+  if (static_cast<int>(threadIdx.x) < rows) row_visible[threadIdx.x] = visible;
   RowInfo one_row{};  // one row: its results (below)
   if constexpr (kOneRow) {
     if (threadIdx.x < rows) {
