@@ -1280,12 +1280,14 @@ __device__ inline void read_staged_tile(const KeySource& src, int tile, const ui
   });
 }
 
-// Q of the row into `q_tile`: head h as key h of a tile (8 slabs of 64 channels, 128-byte swizzle). 16-byte
-// cp.async when q is 16-byte aligned (the contract promises 4): the copies overlap the key list.
+// 16-byte pieces [kBegin, kEnd) of Q of the row into `q_tile`: head h as key h of a tile (8 slabs of 64
+// channels, 128-byte swizzle), piece i = 8 channels of head i / 64. 16-byte cp.async when q is 16-byte
+// aligned (the contract promises 4). 256 threads.
+constexpr int kQPieces = kHeads * kDim / 8;
+template <int kBegin, int kEnd>
 __device__ void stage_q(const uint16_t* q_row, uint8_t* q_tile) {
-  constexpr int kPieces = kHeads * kDim / 8;  // 16-byte pieces
   const bool aligned = (reinterpret_cast<uintptr_t>(q_row) & 15u) == 0;
-  for (int i = static_cast<int>(threadIdx.x); i < kPieces; i += static_cast<int>(blockDim.x)) {
+  for (int i = kBegin + static_cast<int>(threadIdx.x); i < kEnd; i += kThreads) {
     uint8_t* dst = q_tile + tile_offset(i / (kDim / 8), i % (kDim / 8));
     if (aligned) {
       cp_async_16(smem_address(dst), q_row + 8 * i);
@@ -1588,7 +1590,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   const KeySlots slots = load_key_slots(args, row);
   float* sinks = reinterpret_cast<float*>(s.counts + 2);
   if (threadIdx.x < kHeads) cp_async<4>(smem_address(sinks + threadIdx.x), args.sink + threadIdx.x);
-  stage_q(args.q + row * kHeads * kDim, q_tile);
+  // Q's first half now (its copies overlap the key list's round trip), the second after tile 0's record
+  // loads: the s6 profile had those loads queued behind all of Q's copies in the prologue (long scoreboard
+  // stalls on their operand reads)
+  stage_q<0, kQPieces / 2>(args.q + row * kHeads * kDim, q_tile);
   compact_key_list(args, slots, reinterpret_cast<int*>(&exchange), s.keys, s.counts);  // exchange: free yet
   profile_point(args.profile, 1);
   const KeySource src{args.window_records, args.entry_records, s.counts[0], s.counts[1]};
@@ -1604,6 +1609,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (tiles > 0) load_tile(s, src, 0, first);
     if (tiles > 1)
       load_tile<kTileKeys, 0, kHalf>(s, src, 1, records);  // (its second half: staged in the loop)
+    stage_q<kQPieces / 2, kQPieces>(args.q + row * kHeads * kDim, q_tile);
     if (tiles > 0) store_tile<kTileKeys, true, 0, -1, true>(buffers, src, 0, first);
   }
   cp_async_wait_all();
