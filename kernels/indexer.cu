@@ -623,9 +623,14 @@ __device__ inline void code_query_heads(const FastArgs& a, int64_t row0, int row
 __device__ inline void finish_query_heads(int rows, int heads, QuerySlots q, PrepareShared& p) {
   const int lane = threadIdx.x & 31, warp = static_cast<int>(threadIdx.x >> 5);
   const int lane_word = fragment_word(0, lane);
+  RowCoding row{};
+  int coded_row = -1;  // the row `row` describes (items of one row follow each other)
   for (int item = warp; item < rows * heads; item += static_cast<int>(blockDim.x >> 5)) {
     const int r = item / heads, head = item - r * heads;
-    const RowCoding row = row_coding(p, r, heads, lane);
+    if (r != coded_row) {  // warp-uniform
+      row = row_coding(p, r, heads, lane);
+      coded_row = r;
+    }
     const bool narrow = row.span <= kNarrowSpan;
     const int low = static_cast<int>(p.info[r][head] & 0xFFu);
     const auto* codes = reinterpret_cast<const uint8_t*>(&p.codes[r][head]);
