@@ -697,19 +697,24 @@ constexpr float kRotationBound = 0x1.4p-22f;  // 5·2^-24
 // for |a| >= 2^24 or |re| + |im| >= 2^100 (Inf, NaN), the CPU's expression. The bound's 2^-120 term covers
 // the absolute rounding errors (2^-150 each) of subnormal products. Host check:
 // tools/exactness-checks/rope_fp32_rotation.cpp.
-__device__ uint32_t rotate_pair(uint32_t pair, float position_f, float freq_f, const float2* cos_sin_table) {
-  const float angle = __fmul_rn(position_f, freq_f);
-  float c, s;
-  cos_sin_f32(angle, cos_sin_table, c, s);
+// rotate_pair's fast path without its fallback, from cos_sin_f32's c and s: whether the pair is decided, and
+// its rotated BF16 pair if so.
+__device__ bool rotate_pair_fast(uint32_t pair, float angle, float c, float s, uint32_t& rotated) {
   const float re = __uint_as_float(pair << 16), im = __uint_as_float(pair & 0xffff0000u);
   const float u = __fmaf_rn(re, c, -__fmul_rn(im, s));
   const float v = __fmaf_rn(im, c, __fmul_rn(re, s));
   const float sum = __fadd_rn(fabsf(re), fabsf(im));
   const float bound = __fmaf_rn(sum, kRotationBound, 0x1p-120f);
-  const uint32_t low = bf16x2_bits(__fsub_rd(u, bound), __fsub_rd(v, bound));
+  rotated = bf16x2_bits(__fsub_rd(u, bound), __fsub_rd(v, bound));
   const uint32_t high = bf16x2_bits(__fadd_ru(u, bound), __fadd_ru(v, bound));
-  if (low == high && sum < 0x1p100f && fabsf(angle) < 0x1p24f) return low;
-  return rotate_pair_exact(pair, angle);
+  return (rotated == high) & (sum < 0x1p100f) & (fabsf(angle) < 0x1p24f);  // no short-circuit branches
+}
+__device__ uint32_t rotate_pair(uint32_t pair, float position_f, float freq_f, const float2* cos_sin_table) {
+  const float angle = __fmul_rn(position_f, freq_f);
+  float c, s;
+  cos_sin_f32(angle, cos_sin_table, c, s);
+  uint32_t rotated;
+  return rotate_pair_fast(pair, angle, c, s, rotated) ? rotated : rotate_pair_exact(pair, angle);
 }
 __device__ float2 rotate_pair(float2 pair, double position_d, double freq) {
   double c, s;
@@ -775,6 +780,38 @@ struct RopeLane {
   }
 };
 
+// A faithful lane's kPairs pairs p = lane_in_row + j·kLanes of the row's table, when the row rotates the
+// largest rope_dim it allows: the fast paths stage by stage (a key lane has four: their chains interleave)
+// without a branch between them, then the rare declined pairs (rotate_pair_exact) behind one branch.
+template <int kLanes, int kPairs>
+__device__ void rotate_lane_pairs(int64_t position, const RopeLane<true>& rl) {
+  const float position_f = __ll2float_rn(position);
+  float angle[kPairs], c[kPairs], s[kPairs];
+#pragma unroll
+  for (int j = 0; j < kPairs; ++j) {
+    angle[j] = __fmul_rn(position_f, rl.freqs->f32[rl.lane_in_row + j * kLanes]);
+    cos_sin_f32(angle[j], rl.freqs->sin_cos, c[j], s[j]);
+  }
+  uint32_t open = 0;  // bit j: pair j declined
+#pragma unroll
+  for (int j = 0; j < kPairs; ++j) {
+    uint32_t& pair = rl.table[rl.lane_in_row + j * kLanes];
+    uint32_t rotated;
+    if (rotate_pair_fast(pair, angle[j], c[j], s[j], rotated)) {
+      pair = rotated;
+    } else {
+      open |= 1u << j;
+    }
+  }
+  if (open != 0) {
+#pragma unroll
+    for (int j = 0; j < kPairs; ++j) {
+      uint32_t& pair = rl.table[rl.lane_in_row + j * kLanes];
+      if (open & (1u << j)) pair = rotate_pair_exact(pair, angle[j]);
+    }
+  }
+}
+
 // Rotates the row's last rope_dim channels (held as pairs) by position·f_i (RopeLane has the data flow).
 template <int kLanes, bool kFaithful>
 __device__ void rope_chunk(ChannelPair<kFaithful> (&pairs)[kChannels / 2], int64_t position,
@@ -800,9 +837,14 @@ __device__ void rope_chunk(ChannelPair<kFaithful> (&pairs)[kChannels / 2], int64
   // The largest rope_dim a row allows (64 for the V4 rows) unrolled: the independent cos/sin chains of a
   // lane's pairs interleave, and no loop runs.
   constexpr int kMaxPairs = kLanes * kChannels / 2 < 32 ? kLanes * kChannels / 2 : 32;
+  constexpr int kLanePairs = kMaxPairs / kLanes;
   if (rl.pairs == kMaxPairs) {
+    if constexpr (kFaithful) {
+      rotate_lane_pairs<kLanes, kLanePairs>(position, rl);
+    } else {
 #pragma unroll
-    for (int j = 0; j < kMaxPairs / kLanes; ++j) rotate(rl.lane_in_row + j * kLanes);
+      for (int j = 0; j < kLanePairs; ++j) rotate(rl.lane_in_row + j * kLanes);
+    }
   } else {
     for (int p = rl.lane_in_row; p < rl.pairs; p += kLanes) rotate(p);
   }
@@ -1305,12 +1347,17 @@ __device__ void for_each_typed_input_row(int64_t n, const void* data, InputRing<
   // Unit j (16 B) of a row group: owner lane j / kUnitsPerRow; in the slot, ring row j / 32, column j % 32
   // swizzled so that both the copies (consecutive j per instruction) and the owners' reads (j =
   // lane·kUnitsPerRow + v) hit 8 different 16-byte bank groups per quarter warp.
-  int read_unit[kUnitsPerRow];  // this lane's units in slot 0 (slot s: + s·kUnitsPerRow·kThreads)
-#pragma unroll
-  for (int u = 0; u < kUnitsPerRow; ++u) {
-    const int j = lane * kUnitsPerRow + u, column = j % 32;
-    read_unit[u] = (j / 32) * kThreads + (column ^ ((column >> 3) & 3));
-  }
+  // This lane's unit u in slot 0 (slot s: + s·kUnitsPerRow·kThreads) is read_unit ^ u: j = lane·kUnitsPerRow
+  // + u only sets low bits that lane·kUnitsPerRow leaves clear (kUnitsPerRow is 2 or 4), and the swizzle
+  // only flips bits 0-1 by j's bits 3-4. One register for the kernel: the two or four offsets were
+  // recomputed from the thread index in every row (~13 instructions; ptxas rematerializes them under the
+  // 64-register cap, which the opaque move below prevents: 6 instructions per row to address the slot).
+  const int read_unit = [&] {
+    const int j = lane * kUnitsPerRow, column = j % 32;
+    int unit = (j / 32) * kThreads + (column ^ ((column >> 3) & 3));
+    asm volatile("mov.b32 %0, %0;" : "+r"(unit));  // not recomputed in the loop
+    return unit;
+  }();
   // Copies the row group starting at `first` into `slot`, lane L taking units L, L + 32, …: each copy
   // instruction moves 512 contiguous bytes (rows past the end repeat row n − 1). Nothing when `first` is
   // past the end: the group is then empty, which keeps one group per slot for the wait counts.
@@ -1345,7 +1392,7 @@ __device__ void for_each_typed_input_row(int64_t n, const void* data, InputRing<
     const uint4* const slot_units = warp_ring + slot * kUnitsPerRow * kThreads;
 #pragma unroll
     for (int u = 0; u < 4; ++u)
-      chunk.q[u] = u < kUnitsPerRow ? slot_units[read_unit[u]] : make_uint4(0, 0, 0, 0);
+      chunk.q[u] = u < kUnitsPerRow ? slot_units[read_unit ^ u] : make_uint4(0, 0, 0, 0);
     float x[kChannels];
     unpack_chunk(chunk, kType, x);
     // The row's channels again, from the slot (for rare paths: x need not stay live across the body).
@@ -1353,7 +1400,7 @@ __device__ void for_each_typed_input_row(int64_t n, const void* data, InputRing<
       RawChunk raw;
 #pragma unroll
       for (int u = 0; u < 4; ++u)
-        raw.q[u] = u < kUnitsPerRow ? slot_units[read_unit[u]] : make_uint4(0, 0, 0, 0);
+        raw.q[u] = u < kUnitsPerRow ? slot_units[read_unit ^ u] : make_uint4(0, 0, 0, 0);
       unpack_chunk(raw, kType, again);
     };
     const int64_t row = base + lanes.row_in_warp;
