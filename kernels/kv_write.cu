@@ -1434,8 +1434,10 @@ __global__ void __launch_bounds__(kThreads, kMinCtas) window_write_kernel(Window
   const RopeLane<kFaithful> rope_lane = RowLanes<kDim>().rope_lane(tables, a.rope.rope_dim);
   const size_t record_bytes = kFaithful ? nm::fp8_row_bytes(kDim) : kDim * sizeof(float);
   const int significand_bits = a.kv.type == RowType::kBf16 ? 8 : 24;
-  // rows from here on also go to the ring (none without one)
-  const int64_t ring_first = a.ring != nullptr ? a.n - a.ring_capacity : INT64_MAX;
+  // rows from here on also go to the ring (none without one); kept in a register by the opaque move (ptxas
+  // recomputed it from the parameters in every row: ~10 instructions)
+  int64_t ring_first = a.ring != nullptr ? a.n - a.ring_capacity : INT64_MAX;
+  asm volatile("mov.b64 %0, %0;" : "+l"(ring_first));
   for_each_input_row<kDim>(
       a.n, a.kv, ring,
       [&](float(&x)[kChannels], const auto& reload, int64_t row, bool active, const RowLanes<kDim>& lanes) {
