@@ -130,6 +130,47 @@ __device__ void unpack_chunk(const RawChunk& raw, RowType type, float (&x)[kChan
   }
 }
 
+// A lane's channels again, for the rare paths (x need not stay live across the row): all sixteen, or channels
+// 4g … 4g+3 (group(g)). From the row's ring slot, which holds it until the row is done (SlotReload), or a
+// copy of values kept in registers (ValueReload: the pooled ratio-2 latents). group() reads shared memory
+// directly: the RMSNorm fallback kept the reloaded row in local memory (to stay lean in registers) and its
+// dependent loads stalled the window kernel 8% of its time in the s6 profile (five per call, each a
+// round trip the store had not made to L1).
+template <bool kBf16>
+struct SlotReload {
+  static constexpr int kUnitsPerRow = kBf16 ? 2 : 4;  // 16-byte units per lane and row
+  const uint4* units;                                 // the slot
+  int read_unit;                                      // this lane's unit u at units[read_unit ^ u]
+  __device__ void operator()(float (&again)[kChannels]) const {
+    RawChunk raw;
+#pragma unroll
+    for (int u = 0; u < 4; ++u) raw.q[u] = u < kUnitsPerRow ? units[read_unit ^ u] : make_uint4(0, 0, 0, 0);
+    unpack_chunk(raw, kBf16 ? RowType::kBf16 : RowType::kFp32, again);
+  }
+  __device__ void group(int g, float (&y)[4]) const {
+    if constexpr (kBf16) {  // words 2g, 2g + 1 of the lane's eight: half of unit g / 2
+      const uint2 w = reinterpret_cast<const uint2*>(units + (read_unit ^ (g >> 1)))[g & 1];
+      y[0] = __uint_as_float(w.x << 16), y[1] = __uint_as_float(w.x & 0xffff0000u);
+      y[2] = __uint_as_float(w.y << 16), y[3] = __uint_as_float(w.y & 0xffff0000u);
+    } else {
+      const uint4 q = units[read_unit ^ g];
+      y[0] = __uint_as_float(q.x), y[1] = __uint_as_float(q.y), y[2] = __uint_as_float(q.z),
+      y[3] = __uint_as_float(q.w);
+    }
+  }
+};
+struct ValueReload {
+  float x[kChannels];
+  __device__ void operator()(float (&again)[kChannels]) const {
+#pragma unroll
+    for (int i = 0; i < kChannels; ++i) again[i] = x[i];
+  }
+  __device__ void group(int g, float (&y)[4]) const {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) y[k] = x[4 * g + k];
+  }
+};
+
 // 16 fp32 values (clean records, clean latents) at `dst`, 16-byte aligned.
 __device__ void store_f32_chunk(float* dst, const float (&y)[kChannels]) {
 #pragma unroll
@@ -442,8 +483,9 @@ __device__ __noinline__ PackedPairs open_channels(PackedPairs pairs, const Reloa
 // out of the registers its callees use, so a wide fallback (sixteen reloaded channels and sixteen weights in
 // registers, the exact sum's partials) forced the row loop to 80 registers and spills at 64 (round s5: with
 // an empty fallback the window and key kernels fit 64 registers without a spill). The fallback therefore
-// keeps the reloaded row in local memory and finds its declined channels four at a time (one 16-byte
-// weight load per group), then redoes only those; the open channels go to open_channels. (Round s5r1's
+// finds its declined channels four at a time (one 16-byte weight load and one reload.group per group:
+// shared memory, not a local-memory copy of the row, whose dependent loads cost the window kernel 8% of its
+// time in the s6 profile), then redoes only those; the open channels go to open_channels. (Round s5r1's
 // version walked all sixteen channels with a dependent weight load each: the window kernel without the
 // fallback ran 17% faster, at 5.4% of rows declined.)
 template <int kLanes, typename Reload>
@@ -454,17 +496,17 @@ __device__ __noinline__ PackedPairs rms_norm_fallback(PackedPairs pairs, const R
                                                       float inverse_root) {
   uint32_t open = 0;  // bit i: channel i needs the exact path
   if (declined) {
-    float y[kChannels];
-    reload(y);
     const float* lane_weights = weight + lane_in_row * kChannels;
     uint32_t redo = 0;  // bit i: channel i's estimate is declined
 #pragma unroll 1
     for (int g = 0; g < kChannels / 4; ++g) {
       const float4 w = __ldg(reinterpret_cast<const float4*>(lane_weights) + g);
       const float ws[4] = {w.x, w.y, w.z, w.w};
+      float y[4];
+      reload.group(g, y);
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
-        if (!weights_bounded || norm_estimate_declined(norm_estimate(y[4 * g + k], ws[k], inverse_root)))
+        if (!weights_bounded || norm_estimate_declined(norm_estimate(y[k], ws[k], inverse_root)))
           redo |= 1u << (4 * g + k);
       }
     }
@@ -473,7 +515,10 @@ __device__ __noinline__ PackedPairs rms_norm_fallback(PackedPairs pairs, const R
     while (redo != 0) {
       const int i = __ffs(static_cast<int>(redo)) - 1;
       redo &= redo - 1;
-      const uint32_t bits = double_norm_bf16(y[i], __ldg(lane_weights + i), inverse_root_d);
+      float y[4];
+      reload.group(i >> 2, y);
+      const float yi = (i & 2) ? ((i & 1) ? y[3] : y[2]) : ((i & 1) ? y[1] : y[0]);  // no local memory
+      const uint32_t bits = double_norm_bf16(yi, __ldg(lane_weights + i), inverse_root_d);
       if (bits == kNormOpen) {
         open |= 1u << i;
         continue;
@@ -1395,14 +1440,7 @@ __device__ void for_each_typed_input_row(int64_t n, const void* data, InputRing<
       chunk.q[u] = u < kUnitsPerRow ? slot_units[read_unit ^ u] : make_uint4(0, 0, 0, 0);
     float x[kChannels];
     unpack_chunk(chunk, kType, x);
-    // The row's channels again, from the slot (for rare paths: x need not stay live across the body).
-    const auto reload = [=](float(&again)[kChannels]) {
-      RawChunk raw;
-#pragma unroll
-      for (int u = 0; u < 4; ++u)
-        raw.q[u] = u < kUnitsPerRow ? slot_units[read_unit ^ u] : make_uint4(0, 0, 0, 0);
-      unpack_chunk(raw, kType, again);
-    };
+    const SlotReload<kBf16> reload{slot_units, read_unit};  // the row's channels again, for rare paths
     const int64_t row = base + lanes.row_in_warp;
     body(x, reload, row < n ? row : n - 1, row < n, lanes);  // idle groups redo the last row, no stores
     __syncwarp();  // every lane has read the slot before it is refilled
@@ -1581,10 +1619,9 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
       }
       if (base + step < count && in_ring(base + step)) issue(base + step);
       cp_async_commit();
-      const auto copy = [=](float(&again)[kChannels]) {  // the pooled values stay live
+      ValueReload copy;  // the pooled values stay live
 #pragma unroll
-        for (int i = 0; i < kChannels; ++i) again[i] = x[i];
-      };
+      for (int i = 0; i < kChannels; ++i) copy.x[i] = x[i];
       finish(x, copy, index, active, lanes);
     }
     cp_async_wait<0>();
