@@ -861,13 +861,20 @@ __global__ void __launch_bounds__(kMergeThreads)
   // The first `window` entries of every chunk (a power of two, window · chunks <= kCapacity) are loaded
   // before the counts are known: slot s = thread + 1024·e is entry s mod window of chunk s / window. Entries
   // past a chunk's count are dropped once the counts are in; chunks with more than `window` take the search
-  // below.
+  // below. The window is about twice a chunk's expected share of the ~rank·n/samples entries >= L (s6r1: a
+  // window of kCapacity / chunks loaded 8 slots per thread, ~8x the candidates, the gather 2.2 us).
   const uint2* kept = ws.kept + row * chunks * static_cast<int64_t>(kCapacity);
   constexpr int kPerThread = kCapacity / kMergeThreads;
-  const int window_bits = 31 - __clz(static_cast<int>(kCapacity) / chunks);
+  const int64_t samples = sample_count(n, k);
+  const int64_t expected = sample_rank(k, samples, n) * n / samples;
+  const auto share = static_cast<unsigned long long>(max(2 * expected / chunks, int64_t{1}));
+  const int window_bits =
+      min(31 - __clz(static_cast<int>(kCapacity) / chunks), max(5, 64 - __clzll(share - 1)));
+  const int slots_per_thread = ((chunks << window_bits) + kMergeThreads - 1) / kMergeThreads;
   uint2 early[kPerThread];
 #pragma unroll
   for (int e = 0; e < kPerThread; ++e) {
+    if (e >= slots_per_thread) break;  // the same in every thread
     const uint32_t slot = threadIdx.x + static_cast<uint32_t>(kMergeThreads * e);
     const uint32_t c = slot >> window_bits, j = slot & ((1u << window_bits) - 1u);
     early[e] =
@@ -886,6 +893,7 @@ __global__ void __launch_bounds__(kMergeThreads)
   uint32_t top = 0;  // candidates can lie above the sample's max
 #pragma unroll
   for (int e = 0; e < kPerThread; ++e) {
+    if (e >= slots_per_thread) break;
     const uint32_t slot = threadIdx.x + static_cast<uint32_t>(kMergeThreads * e);
     const uint32_t c = slot >> window_bits, j = slot & ((1u << window_bits) - 1u);
     if (c >= static_cast<uint32_t>(chunks)) continue;
@@ -962,11 +970,19 @@ __device__ inline U* in_cta(U* local, unsigned rank) {
   return static_cast<U*>(__cluster_map_shared_rank(static_cast<void*>(local), rank));
 }
 
-// Every thread of every CTA of the cluster: this thread's earlier writes (own, remote shared memory) are
-// visible to every thread of the cluster after it (release / acquire).
+// barrier.cluster in halves, by every thread of every CTA of the cluster, each warp converged (.aligned: one
+// arrival per warp; s6r1 had the per-thread form, ~0.3 us per barrier in a one-CTA cluster and more with
+// more CTAs): the arrival releases this thread's earlier writes (own or remote shared memory), the wait
+// acquires everyone's.
+__device__ inline void cluster_arrive() {
+  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+}
+__device__ inline void cluster_wait() {
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
 __device__ inline void cluster_sync() {
-  __cluster_barrier_arrive();
-  __cluster_barrier_wait();
+  cluster_arrive();
+  cluster_wait();
 }
 
 // Row blockIdx.y, chunk blockIdx.x (= the CTA's rank in its cluster of gridDim.x CTAs): the output row in
@@ -1011,12 +1027,12 @@ __global__ void __launch_bounds__(kFilterThreads, 2)
   if (threadIdx.x == 0) sample_max = 0;
   // Past this barrier every CTA of the cluster runs and the leader's words are zero (before any remote
   // update); its arrival and wait are split around the sample's keys and the CTA's max.
-  __cluster_barrier_arrive();
+  cluster_arrive();
   uint32_t keys[kMaxRuns];
   const uint32_t local_max = block_max<kFilterThreads>(sample_keys(sample, taken, keys));
   uint32_t* const leader_max = in_cta(&sample_max, 0);
   uint32_t* const leader_hist = in_cta(sample_hist, 0);
-  __cluster_barrier_wait();
+  cluster_wait();
   if (threadIdx.x == 0) atomicMax(leader_max, local_max);
   cluster_sync();
   const uint32_t max_key = *leader_max;
