@@ -95,6 +95,11 @@ double cublas_attention_shape_tflops(int batch, cudaStream_t stream) {
   return batch * flop_per_query() / 2.0 / (ms * 1e-3) / 1e12;
 }
 
+// The one-pass variants (their own profile marks; agreement and _queued rows).
+bool online_variant(fc::SparseAttentionVariant v) {
+  return v == fc::SparseAttentionVariant::kOnline || v == fc::SparseAttentionVariant::kOnlineStaggered;
+}
+
 // Where one CTA's time goes: CTA 0's clock64 / %globaltimer at the kernel's phase boundaries (one extra
 // launch with args.profile set).
 void print_profile(fc::SparseAttentionArgs args, cudaStream_t stream, fc::SparseAttentionVariant variant,
@@ -111,8 +116,7 @@ void print_profile(fc::SparseAttentionArgs args, cudaStream_t stream, fc::Sparse
     return p[a] != 0 && p[b] != 0 ? static_cast<double>(p[b] - p[a]) : 0.0;
   };
   // phases between profile points 1-2, 2-3, 3-4: the one-pass variants have their own
-  const bool online = variant == fc::SparseAttentionVariant::kOnline ||
-                      variant == fc::SparseAttentionVariant::kOnlineInterleaved;
+  const bool online = online_variant(variant);
   const char* const phase[3] = {online ? "tile 0" : "Q.K^T", online ? "loop" : "softmax",
                                 online ? "output" : "P.V"};
   std::printf(
@@ -215,7 +219,7 @@ int main() {
       const char* name;
     } variants[] = {{fc::SparseAttentionVariant::kWgmma, "wgmma"},
                     {fc::SparseAttentionVariant::kOnline, "online"},
-                    {fc::SparseAttentionVariant::kOnlineInterleaved, "online_interleaved"},
+                    {fc::SparseAttentionVariant::kOnlineStaggered, "online_staggered"},
                     {fc::SparseAttentionVariant::kSplitKeys, "split_keys"},
                     {fc::SparseAttentionVariant::kMmaSync, "mma"}};
     for (const auto& v : variants) {
@@ -242,13 +246,10 @@ int main() {
         if ((batch == 1 || batch == 128) && v.variant != fc::SparseAttentionVariant::kSplitKeys) {
           print_profile(args, stream, v.variant, profile.as<unsigned long long>(), name);
         }
-        if ((batch == 1 || batch == 128) && (v.variant == fc::SparseAttentionVariant::kOnline ||
-                                             v.variant == fc::SparseAttentionVariant::kOnlineInterleaved)) {
+        if ((batch == 1 || batch == 128) && online_variant(v.variant)) {
           print_agreement(args, stream, v.variant, reference.as<uint16_t>(), name);
         }
-        if ((batch == 1 || batch == 128 || batch == 256) &&
-            (v.variant == fc::SparseAttentionVariant::kOnline ||
-             v.variant == fc::SparseAttentionVariant::kOnlineInterleaved)) {
+        if ((batch == 1 || batch == 128 || batch == 256) && online_variant(v.variant)) {
           // the GPU kept busy by one untimed call before the start event, so the host's launch latency is
           // outside the event pair (as the indexer's _queued rows; an empty launch measures ~7.5 us above)
           const double queued = fb::median_ms_after(

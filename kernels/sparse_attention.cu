@@ -1174,8 +1174,7 @@ void configure_once(Kernel kernel, std::atomic<uint64_t>& configured_devices, si
 // its keys (the two l add up at the end); P goes to P·V from registers (the m64n64 accumulator layout is the
 // m64n256k16 A fragment layout). Tiles of 64 keys in two buffers: while
 // the tensor cores run tile t's Q·Kᵀ and then its P·V, every warp decodes half of tile t + 1 into the other
-// buffer. The first half's records come through registers (loaded a whole half-iteration ahead); the second
-// half's are staged raw in the buffer itself by cp.async at the start of the iteration (stage_chunks).
+// buffer, and reloads that half's records (registers) for tile t + 2 as soon as it is decoded.
 
 // The exchange area of the one-pass kernel: the partial dot products of the other warpgroup's keys (8 KB per
 // warpgroup), P of each warpgroup's keys (4 KB each), the rows' peaks or sums (1 KB each).
@@ -1209,77 +1208,6 @@ __device__ inline void cp_async(uint32_t shared_address, const void* global) {
   }
 }
 
-// The second half of each tile's records is staged raw in the tile buffer it decodes into (cp.async), not in
-// registers: all record loads into registers share one scoreboard, so the wait before the first half's
-// decode also waited for the second half's loads, issued just before (round s5's ncu profile: ~7% of the
-// kernel's samples on that wait). Chunk i of a thread stages its codes (16 bytes of a window row, 8 of an
-// entry) in the 16-byte place its decoded lo half takes and the 4-byte word holding its scale byte in the
-// place of its hi half; the same thread reads them back before it overwrites them with the decoded chunk,
-// so no other thread ever touches them (no barrier).
-template <int kFormat, int kBegin, int kEnd>
-__device__ inline void stage_chunks(const Layout& s, const KeySource& src, int tile, uint8_t* buffer) {
-  const auto chunk = static_cast<uint32_t>(threadIdx.x % kChunksPerKey);
-  // (as in load_chunks: per-call lane bases, one multiply-add per address; scale words 4-byte aligned)
-  const uint8_t* window_codes = opaque_pointer(src.window_records + chunk * kChunk);
-  const uint8_t* window_scales = opaque_pointer(src.window_records + kDim + 4 * (chunk / 8));
-  const uint8_t* entry_codes = opaque_pointer(src.entry_records + chunk * (kChunk / 2));
-  const uint8_t* entry_scales = opaque_pointer(src.entry_records + kDim / 2 + 4 * (chunk / 4));
-#pragma unroll
-  for (int i = kBegin; i < kEnd; ++i) {
-    const int t = tile * kTileKeys + (static_cast<int>(threadIdx.x) + i * kThreads) / kChunksPerKey;
-    const auto index = static_cast<size_t>(static_cast<uint32_t>(s.keys[t]));  // (stale past the end: unused)
-    const int2 at = decoded_chunk_offsets<kTileKeys, kThreads, true>(i);
-    const uint32_t lo = smem_address(buffer + at.x), hi = smem_address(buffer + at.y);
-    if (t >= src.total) {  // (uniform over the warp: a warp stages one key per i) decodes to zeros
-      *reinterpret_cast<uint4*>(buffer + at.x) = make_uint4(0, 0, 0, 0);
-      *reinterpret_cast<uint32_t*>(buffer + at.y) = 0;
-    } else if (kFormat == 1 || (kFormat == 0 && t < src.window_keys)) {
-      cp_async<16>(lo, window_codes + index * kFp8RecordBytes);
-      cp_async<4>(hi, window_scales + index * kFp8RecordBytes);
-    } else {
-      cp_async<8>(lo, entry_codes + index * kNvfp4RecordBytes);
-      cp_async<4>(hi, entry_scales + index * kNvfp4RecordBytes);
-    }
-  }
-}
-
-// This thread's staged chunks [kBegin, kEnd) back as TileRecords (after cp_async_wait_all).
-template <int kFormat, int kBegin, int kEnd>
-__device__ inline void read_staged_chunks(const KeySource& src, int tile, const uint8_t* buffer,
-                                          TileRecords<kTileKeys>& r) {
-  const int chunk = static_cast<int>(threadIdx.x) % kChunksPerKey;
-#pragma unroll
-  for (int i = kBegin; i < kEnd; ++i) {
-    const int t = tile * kTileKeys + (static_cast<int>(threadIdx.x) + i * kThreads) / kChunksPerKey;
-    const int2 at = decoded_chunk_offsets<kTileKeys, kThreads, true>(i);
-    const uint32_t word = *reinterpret_cast<const uint32_t*>(buffer + at.y);
-    if (kFormat == 1 || (kFormat == 0 && t < src.window_keys)) {
-      r.codes[i] = *reinterpret_cast<const uint4*>(buffer + at.x);
-      r.scale_code[i] = word >> (8 * (chunk / 2 % 4));  // (decode_chunk takes the low byte)
-    } else {
-      const uint2 half = *reinterpret_cast<const uint2*>(buffer + at.x);
-      r.codes[i] = make_uint4(half.x, half.y, 0, 0);
-      r.scale_code[i] = word >> (8 * (chunk % 4));
-    }
-  }
-}
-
-// Stages chunks [kBegin, kEnd) of the tile's records in `buffer` (stage_chunks) / reads them back.
-template <int kBegin, int kEnd>
-__device__ inline void stage_tile(const Layout& s, const KeySource& src, int tile, uint8_t* buffer) {
-  with_tile_format<kTileKeys>(src, tile, [&](auto format) {
-    stage_chunks<decltype(format)::value, kBegin, kEnd>(s, src, tile, buffer);
-  });
-}
-
-template <int kBegin, int kEnd>
-__device__ inline void read_staged_tile(const KeySource& src, int tile, const uint8_t* buffer,
-                                        TileRecords<kTileKeys>& r) {
-  with_tile_format<kTileKeys>(src, tile, [&](auto format) {
-    read_staged_chunks<decltype(format)::value, kBegin, kEnd>(src, tile, buffer, r);
-  });
-}
-
 // 16-byte pieces [kBegin, kEnd) of Q of the row into `q_tile`: head h as key h of a tile (8 slabs of 64
 // channels, 128-byte swizzle), piece i = 8 channels of head i / 64. 16-byte cp.async when q is 16-byte
 // aligned (the contract promises 4). 256 threads.
@@ -1304,31 +1232,18 @@ __device__ void stage_q(const uint16_t* q_row, uint8_t* q_tile) {
 // The descriptors are built once and stepped by their start-address field (descriptor_step): the s5 profile
 // had ~15 instructions of descriptor math per wgmma, 243 per warp and tile, 12% of the kernel's stall
 // samples.
-struct QkDescriptors {
-  uint64_t a, b;
-};
-
-__device__ inline QkDescriptors qk_descriptors(uint32_t q_base, uint32_t tile_base, int dim0) {
-  const auto first = static_cast<uint32_t>((dim0 / 64) * kSlabBytes);
-  return {sw128_descriptor(q_base + first, 16, 1024), sw128_descriptor(tile_base + first, 16, 1024)};
-}
-
-// k-steps [kBegin, kEnd) of S (+)= Q·Kᵀ (no fence, no commit).
-template <int kBegin, int kEnd>
-__device__ inline void issue_qk_steps(float (&acc)[32], const QkDescriptors& d) {
-#pragma unroll
-  for (int ks = kBegin; ks < kEnd; ++ks) {
-    constexpr int kUnit = 16;  // the start-address field counts 16-byte units
-    const auto step = static_cast<uint32_t>(((ks / 4) * kSlabBytes + (ks % 4) * 32) / kUnit);
-    wgmma_m64n64k16_ss(acc, descriptor_step(d.a, step), descriptor_step(d.b, step), ks > 0 ? 1 : 0);
-  }
-}
-
 template <int kSteps>
 __device__ inline void issue_qk_shared(float (&acc)[32], uint32_t q_base, uint32_t tile_base, int dim0) {
-  const QkDescriptors d = qk_descriptors(q_base, tile_base, dim0);
+  const auto first = static_cast<uint32_t>((dim0 / 64) * kSlabBytes);
+  const uint64_t a = sw128_descriptor(q_base + first, 16, 1024);
+  const uint64_t b = sw128_descriptor(tile_base + first, 16, 1024);
   wgmma_fence();
-  issue_qk_steps<0, kSteps>(acc, d);
+#pragma unroll
+  for (int ks = 0; ks < kSteps; ++ks) {
+    constexpr int kUnit = 16;  // the start-address field counts 16-byte units
+    const auto step = static_cast<uint32_t>(((ks / 4) * kSlabBytes + (ks % 4) * 32) / kUnit);
+    wgmma_m64n64k16_ss(acc, descriptor_step(a, step), descriptor_step(b, step), ks > 0 ? 1 : 0);
+  }
   wgmma_commit();
 }
 
@@ -1356,15 +1271,13 @@ struct CtaBarrier {
 // the upper channel slabs (kRotateUpper), so each warpgroup's own keys are its accumulators 0-15 and the
 // other's 16-31: it hands the latter over through shared memory and adds the other's partial dot products of
 // its own keys (thread i of each warpgroup holds the same positions). s: S of its keys, raw dot products.
-// fill(): independent work issued before the barrier (its wait hides behind it).
-template <typename Barrier, typename Fill>
-__device__ inline void exchange_keys(const float (&acc)[32], OnlineExchange& x, float (&s)[16], Fill&& fill) {
+template <typename Barrier>
+__device__ inline void exchange_keys(const float (&acc)[32], OnlineExchange& x, float (&s)[16]) {
   const int group = static_cast<int>(threadIdx.x) / 128;
   const int i = static_cast<int>(threadIdx.x) % 128;
 #pragma unroll
   for (int k = 0; k < 4; ++k)
     x.s[group][k][i] = make_float4(acc[16 + 4 * k], acc[17 + 4 * k], acc[18 + 4 * k], acc[19 + 4 * k]);
-  fill();
   Barrier::sync();
 #pragma unroll
   for (int k = 0; k < 4; ++k) {
@@ -1446,12 +1359,10 @@ __device__ inline void raise_maxima(const float (&s)[16], float scale2, OnlineRo
 // The tile's P (BF16) as the A fragments of P·V's four k-steps over the tile's rows as this warpgroup's slabs
 // hold them: its own keys first (half_probabilities), then the other warpgroup's (through shared memory).
 // Raises the maxima first when some logit of either warpgroup exceeds its row's max by more than kMaxSlack
-// (a CTA-uniform decision: the barrier that publishes P also ORs the threads' flags). fill() as in
-// exchange_keys.
-template <typename Barrier, typename Fill>
+// (a CTA-uniform decision: the barrier that publishes P also ORs the threads' flags).
+template <typename Barrier>
 __device__ inline void tile_probabilities(const float (&s)[16], float scale2, OnlineRows& rows,
-                                          OnlineExchange& x, float (&o)[128], uint32_t (&pa)[4][4],
-                                          Fill&& fill) {
+                                          OnlineExchange& x, float (&o)[128], uint32_t (&pa)[4][4]) {
   const int group = static_cast<int>(threadIdx.x) / 128;
   const int i = static_cast<int>(threadIdx.x) % 128;
   float partial[2];
@@ -1461,7 +1372,6 @@ __device__ inline void tile_probabilities(const float (&s)[16], float scale2, On
     for (int ks = 0; ks < 2; ++ks) x.p[group][ks][i] = make_uint4(pa[ks][0], pa[ks][1], pa[ks][2], pa[ks][3]);
   };
   publish();
-  fill();
   if (Barrier::sync_or(exceeds)) {
     raise_maxima<Barrier>(s, scale2, rows, x, o);
     half_probabilities(s, rows, scale2, pa, partial);
@@ -1481,24 +1391,21 @@ __device__ inline void tile_probabilities(const float (&s)[16], float scale2, On
 }
 
 // S of the tile (this warpgroup's channel half of all 64 keys, in acc) -> P of all 64 keys as P·V's A
-// fragments (pa), keys [key0, key0 + 64) with those at or past `total` weighted 0. fill(stage) is called
-// before each of its two barriers (stage 0, 1) with independent work: the softmax is a chain of latencies
-// (shared-memory round trips, two CTA barriers, MUFU) with the tensor cores idle, which the work hides.
-template <typename Barrier, typename Fill>
+// fragments (pa), keys [key0, key0 + 64) with those at or past `total` weighted 0.
+template <typename Barrier>
 __device__ inline void tile_softmax(const float (&acc)[32], OnlineExchange& x, int key0, int total,
-                                    float scale2, OnlineRows& rows, float (&o)[128], uint32_t (&pa)[4][4],
-                                    Fill&& fill) {
+                                    float scale2, OnlineRows& rows, float (&o)[128], uint32_t (&pa)[4][4]) {
   const int group = static_cast<int>(threadIdx.x) / 128;
   const int c = static_cast<int>(threadIdx.x) % 4;
   float part[16];
-  exchange_keys<Barrier>(acc, x, part, [&] { fill(std::integral_constant<int, 0>{}); });
+  exchange_keys<Barrier>(acc, x, part);
   if (key0 + kTileKeys > total) {  // keys past the row's end: u = −∞, p = 0
 #pragma unroll
     for (int k = 0; k < 16; ++k) {
       if (key0 + 32 * group + 8 * (k / 4) + 2 * c + k % 2 >= total) part[k] = -INFINITY;
     }
   }
-  tile_probabilities<Barrier>(part, scale2, rows, x, o, pa, [&] { fill(std::integral_constant<int, 1>{}); });
+  tile_probabilities<Barrier>(part, scale2, rows, x, o, pa);
 }
 
 // out = O / (l + 2^(sink − m)) in place: the quad's four shares of l added, then the two warpgroups' through
@@ -1532,36 +1439,7 @@ __device__ inline void normalise_output(OnlineRows& rows, OnlineExchange& x, con
   }
 }
 
-// kOnlineInterleaved (bench-only A/B): the first segment of an iteration with the 16 Q·Kᵀ wgmma issues spread
-// over the first half's decode — four k-steps, then one chunk staged and one decoded, four times — instead of
-// all issued first (the s6 profile had the warps stalled on the later issues, mio/wait, for ~0.5K cycles per
-// tile while the tensor cores worked through the first ones, before any decode began).
-template <int kFormat>
-__device__ inline void qk_with_first_half(float (&acc)[32], const QkDescriptors& d, const Layout& s,
-                                          const KeySource& src, int tile, uint8_t* buffer,
-                                          const TileRecords<kTileKeys>& records) {
-  constexpr int kHalf = TileRecords<kTileKeys>::kChunks / 2;
-  const auto store = [&](int i, uint4 lo, uint4 hi) {
-    store_decoded_chunk<kTileKeys, kThreads, true>(buffer, i, lo, hi);
-  };
-  wgmma_fence();
-  issue_qk_steps<0, 4>(acc, d);
-  stage_chunks<kFormat, kHalf, kHalf + 1>(s, src, tile, buffer);
-  decode_chunks<kTileKeys, true, 0, 1, kFormat>(src, tile, records, store);
-  issue_qk_steps<4, 8>(acc, d);
-  stage_chunks<kFormat, kHalf + 1, kHalf + 2>(s, src, tile, buffer);
-  decode_chunks<kTileKeys, true, 1, 2, kFormat>(src, tile, records, store);
-  issue_qk_steps<8, 12>(acc, d);
-  stage_chunks<kFormat, kHalf + 2, kHalf + 3>(s, src, tile, buffer);
-  decode_chunks<kTileKeys, true, 2, 3, kFormat>(src, tile, records, store);
-  issue_qk_steps<12, 16>(acc, d);
-  wgmma_commit();
-  stage_chunks<kFormat, kHalf + 3, kHalf + 4>(s, src, tile, buffer);
-  decode_chunks<kTileKeys, true, 3, 4, kFormat>(src, tile, records, store);
-  fence_proxy_async();
-}
-
-template <bool kInterleave>
+template <bool kStagger>
 __global__ void __launch_bounds__(kThreads, 1)
     online_attention_kernel(SparseAttentionArgs args, int key_stride, float scale2) {
   constexpr float kLog2e = 1.4426950408889634f;
@@ -1607,8 +1485,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   {
     TileRecords<kTileKeys> first;
     if (tiles > 0) load_tile(s, src, 0, first);
-    if (tiles > 1)
-      load_tile<kTileKeys, 0, kHalf>(s, src, 1, records);  // (its second half: staged in the loop)
+    if (tiles > 1) load_tile(s, src, 1, records);
     stage_q<kQPieces / 2, kQPieces>(args.q + row * kHeads * kDim, q_tile);
     if (tiles > 0) store_tile<kTileKeys, true, 0, -1, true>(buffers, src, 0, first);
   }
@@ -1630,47 +1507,29 @@ __global__ void __launch_bounds__(kThreads, 1)
     float acc[32];
 #pragma unroll
     for (int i = 0; i < 32; ++i) acc[i] = 0.0f;
-    if (kInterleave && tile + 1 < tiles) {
-      tile_mark(s, tile, 14);
-      tile_mark(s, tile, 17);
-      const QkDescriptors d = qk_descriptors(q_base, current, 256 * group);
-      with_tile_format<kTileKeys>(src, tile + 1, [&](auto format) {
-        qk_with_first_half<decltype(format)::value>(acc, d, s, src, tile + 1, next, records);
-      });
-    } else {
-      issue_qk_shared<16>(acc, q_base, current, 256 * group);
-      tile_mark(s, tile, 14);
-      if (tile + 1 < tiles) stage_tile<kHalf, kAll>(s, src, tile + 1, next);  // lands during the softmax
-      tile_mark(s, tile, 17);
-      if (tile + 1 < tiles) store_tile<kTileKeys, true, 0, kHalf, true>(next, src, tile + 1, records);
+    // Round s6r1 measured the 16 wgmma issues blocking the issuing warps for ~1.0K cycles (the whole Q·Kᵀ),
+    // so the first half's decode did not overlap it. kStagger: warpgroup 1 decodes while warpgroup 0's
+    // Q·Kᵀ runs, then issues its own while warpgroup 0 decodes.
+    if (kStagger && group == 1 && tile + 1 < tiles) {
+      store_tile<kTileKeys, true, 0, kHalf, true>(next, src, tile + 1, records);
+    }
+    issue_qk_shared<16>(acc, q_base, current, 256 * group);
+    tile_mark(s, tile, 14);
+    tile_mark(s, tile, 17);  // (a staging stage in round s6r1; the bench prints its three marks)
+    if ((!kStagger || group == 0) && tile + 1 < tiles) {
+      store_tile<kTileKeys, true, 0, kHalf, true>(next, src, tile + 1, records);
     }
     tile_mark(s, tile, 11);
     wait_wgmma(acc);
     tile_mark(s, tile, 12);
-    // the second half of tile t + 1, from its staged records: one chunk before each of the softmax's two
-    // barriers (their waits hide behind the decode), two during P·V
-    const auto decode_staged = [&](auto first) {
-      constexpr int kFirst = kHalf + decltype(first)::value;
-      if (tile + 1 >= tiles) return;
-      if (kFirst == kHalf) cp_async_wait_all();  // (this thread's own staged chunks: no barrier needed)
-      with_tile_format<kTileKeys>(src, tile + 1, [&](auto format) {
-        TileRecords<kTileKeys> staged;
-        read_staged_chunks<decltype(format)::value, kFirst, kFirst + 1>(src, tile + 1, next, staged);
-        decode_chunks<kTileKeys, true, kFirst, kFirst + 1, decltype(format)::value>(
-            src, tile + 1, staged, [&](int i, uint4 lo, uint4 hi) {
-              store_decoded_chunk<kTileKeys, kThreads, true>(next, i, lo, hi);
-            });
-      });
-    };
     uint32_t pa[4][4];
-    tile_softmax<CtaBarrier>(acc, exchange, tile * kTileKeys, src.total, scale2, rows, o, pa, decode_staged);
+    tile_softmax<CtaBarrier>(acc, exchange, tile * kTileKeys, src.total, scale2, rows, o, pa);
     issue_pv_fragments<4>(o, pa, current, kSlabBytes);
     tile_mark(s, tile, 13);
     // the first half's records of tile t + 2 only now: in flight during the softmax they cost spills
     if (tile + 2 < tiles) load_tile<kTileKeys, 0, kHalf>(s, src, tile + 2, records);
-    decode_staged(std::integral_constant<int, 2>{});
-    decode_staged(std::integral_constant<int, 3>{});
-    fence_proxy_async();  // the decoded tile is read by wgmma
+    if (tile + 1 < tiles) store_tile<kTileKeys, true, kHalf, kAll, true>(next, src, tile + 1, records);
+    if (tile + 2 < tiles) load_tile<kTileKeys, kHalf, kAll>(s, src, tile + 2, records);
     tile_mark(s, tile, 15);
     wait_wgmma(o);
     tile_mark(s, tile, 16);
@@ -1689,12 +1548,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   profile_point(args.profile, 4);
 }
 
-template <bool kInterleave>
+template <bool kStagger>
 void launch_online(const SparseAttentionArgs& args, int key_stride, float scale, cudaStream_t stream) {
   static std::atomic<uint64_t> configured_devices{0};
-  configure_once(online_attention_kernel<kInterleave>, configured_devices,
+  configure_once(online_attention_kernel<kStagger>, configured_devices,
                  online_shared_bytes(kSparseAttentionMaxKeys));
-  online_attention_kernel<kInterleave>
+  online_attention_kernel<kStagger>
       <<<static_cast<unsigned>(args.n), kThreads, online_shared_bytes(key_stride), stream>>>(
           args, key_stride, scale * 1.4426950408889634f);
   FKV_CUDA_CHECK_LAUNCH();
@@ -1962,7 +1821,7 @@ void sparse_attention(const SparseAttentionArgs& args, cudaStream_t stream, Spar
       // wgmma-only, like kSplitKeys: elsewhere the mma.sync kernel
       if (runs_sm90a_code()) return launch_online<false>(args, key_stride, scale, stream);
       return launch<0>(args, key_stride, scale, stream);
-    case SparseAttentionVariant::kOnlineInterleaved:
+    case SparseAttentionVariant::kOnlineStaggered:
       if (runs_sm90a_code()) return launch_online<true>(args, key_stride, scale, stream);
       return launch<0>(args, key_stride, scale, stream);
     case SparseAttentionVariant::kSplitKeys:
