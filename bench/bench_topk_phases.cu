@@ -6,10 +6,12 @@
 // counted, 4 candidates placed, 5 radix passes, 6 end; long rows in two launches: filter CTA (0, 0) 10
 // start, 11 L known (its sample taken), 12 end; merge CTA 0 13 past its wait (the filter grid done), 14
 // gathered, 5 radix passes, 15 end; long rows in one cluster launch (leader CTA of row 0): 20 start, 21 L
-// known, 22 its tiles filtered, 23 candidates in the leader, 5 radix passes, 24 end. Each shape's call is
-// also timed (bench_topk's method) in the same run; shapes that take the cluster path are traced and timed
-// again on the two-launch path, the other long rows as clusters of 16 CTAs of several tiles ("wide-cluster"),
-// short rows as clusters of CTAs of 16K, 8K, 4K entries ("cluster-chunk<entries>"): same-run A/Bs.
+// known, 22 its tiles filtered, 25 counts exchanged, 23 candidates in the leader, 5 radix passes, 24 end;
+// CTA (1, 0) 26 its tiles filtered, 27 its candidates copied (cycles of another SM's clock). Each shape's
+// call is also timed (bench_topk's method) in the same run; shapes that take the cluster path are traced and
+// timed again on the two-launch path (same-run A/B). s6r1 also timed rows of more than 16 chunks as clusters
+// of 16 CTAs of several tiles (BF16 1M b1 22.7 us vs 17.1 two-launch) and 16K rows as clusters of 16K / 8K /
+// 4K-entry CTAs (BF16 15.2 / 14.8 / 15.0 vs 12.4 for the short kernel): both removed.
 #define FLASHKV_TOPK_PHASES 1
 // Own names for the entry points, so this copy never meets the library's.
 #define top_k_rows top_k_rows_phases
@@ -131,16 +133,6 @@ int main() {
           fc::topk_force_two_launch = true;
           trace_shape(type, n, rows, scores, out.as<int32_t>(), " two-launch");
           fc::topk_force_two_launch = false;
-        } else if (n > 16384) {
-          fc::topk_cluster_wide = true;
-          trace_shape(type, n, rows, scores, out.as<int32_t>(), " wide-cluster");
-          fc::topk_cluster_wide = false;
-        } else {
-          for (const int64_t chunk : {16384, 8192, 4096}) {
-            fc::topk_short_cluster_chunk = chunk;
-            trace_shape(type, n, rows, scores, out.as<int32_t>(), " cluster-chunk" + std::to_string(chunk));
-          }
-          fc::topk_short_cluster_chunk = 0;
         }
       }
     }

@@ -42,9 +42,22 @@ __device__ unsigned long long topk_phase_stamps[32][2];
       topk_phase_stamps[slot][1] = static_cast<unsigned long long>(clock64()); \
     }                                                                          \
   } while (0)
+// The same by thread 0 of CTA (1, 0) (the cluster kernel's second CTA; its cycles are another SM's clock).
+#define TOPK_PHASE_CTA1(slot)                                                  \
+  do {                                                                         \
+    if (threadIdx.x == 0 && blockIdx.x == 1 && blockIdx.y == 0) {              \
+      unsigned long long ns;                                                   \
+      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));                   \
+      topk_phase_stamps[slot][0] = ns;                                         \
+      topk_phase_stamps[slot][1] = static_cast<unsigned long long>(clock64()); \
+    }                                                                          \
+  } while (0)
 #else
 #define TOPK_PHASE(slot) \
   do {                   \
+  } while (0)
+#define TOPK_PHASE_CTA1(slot) \
+  do {                        \
   } while (0)
 #endif
 
@@ -1062,6 +1075,7 @@ __global__ void __launch_bounds__(kFilterThreads, 2)
   uint32_t* const leader_counts = in_cta(chunk_counts, 0);
   if (threadIdx.x == 0) leader_counts[rank] = written;
   TOPK_PHASE(22);
+  TOPK_PHASE_CTA1(26);
   cluster_sync();  // also publishes this CTA's candidates to its own threads
   const uint32_t chunk_count = lane < chunks ? leader_counts[lane] : 0u;
   const uint32_t total = __reduce_add_sync(~0u, chunk_count);
@@ -1069,6 +1083,7 @@ __global__ void __launch_bounds__(kFilterThreads, 2)
   // As the merge kernel: the guess is good when it kept at most kCapacity and either k of them or every
   // valid entry (the same decision in every CTA).
   const bool guessed = total <= kCapacity && (static_cast<int64_t>(total) >= k || lower == kLowestValidKey);
+  TOPK_PHASE(25);
   if (guessed && rank != 0) {  // the leader's own candidates are in place (offset 0)
     uint32_t* const keys_to = in_cta(candidate_keys, 0) + offset;
     int32_t* const indices_to = in_cta(candidate_indices, 0) + offset;
@@ -1077,6 +1092,7 @@ __global__ void __launch_bounds__(kFilterThreads, 2)
       indices_to[i] = candidate_indices[i];
     }
   }
+  TOPK_PHASE_CTA1(27);
   // The leader's shared memory is read and written by the others up to here: it outlives their accesses.
   cluster_sync();
   if (rank != 0) return;
@@ -1203,24 +1219,12 @@ int cluster_capacity(int64_t size) {
   return size >= 1 && size <= kMaxCluster ? capacity[static_cast<size_t>(size)] : 0;
 }
 
-// bench/bench_topk_phases times the two-launch path against the cluster path in the same run, and rows of
-// more than kMaxCluster chunks as clusters of kMaxCluster CTAs of several tiles each ("wide").
-// Short rows as clusters of CTAs of topk_short_cluster_chunk entries (0: the short kernel).
+// bench/bench_topk_phases times the two-launch path against the cluster path in the same run.
 #ifdef FLASHKV_TOPK_PHASES
 bool topk_force_two_launch = false;
-bool topk_cluster_wide = false;
-int64_t topk_short_cluster_chunk = 0;
 #else
 constexpr bool topk_force_two_launch = false;
-constexpr bool topk_cluster_wide = false;
-constexpr int64_t topk_short_cluster_chunk = 0;
 #endif
-
-// Entries per CTA when a row's tiles are dealt to kMaxCluster CTAs.
-int64_t wide_cluster_chunk(int64_t n, int64_t tile) {
-  const int64_t tiles = (n + tile - 1) / tile;
-  return (tiles + kMaxCluster - 1) / kMaxCluster * tile;
-}
 
 // Long rows of `chunks` chunks per row in one cluster launch when the device runs a cluster per row at once
 // (no second wave of clusters).
@@ -1256,14 +1260,6 @@ void launch(const T* scores, int64_t rows, int64_t n, int64_t k, int32_t* out, v
   const auto grid_rows = static_cast<unsigned>(rows);
   switch (path_for(n, k)) {
     case Path::kShort: {
-      if (topk_short_cluster_chunk > 0 && n >= 4096 && k <= kFilterMaxK) {  // bench-only A/B
-        const int64_t chunk = std::max<int64_t>(topk_short_cluster_chunk, 1),
-                      chunks = (n + chunk - 1) / chunk;
-        if (vector_aligned(scores, n)
-                ? launch_cluster<T, kVector<T>>(scores, rows, n, k, chunk, chunks, out, stream)
-                : launch_cluster<T, 1>(scores, rows, n, k, chunk, chunks, out, stream))
-          return;
-      }
       const size_t smem = static_cast<size_t>(n) * 2 * sizeof(uint32_t);
       if (vector_aligned(scores, n))
         top_k_short_kernel<T, kVector<T>><<<grid_rows, kShortThreads, smem, stream>>>(scores, n, k, out);
@@ -1279,12 +1275,8 @@ void launch(const T* scores, int64_t rows, int64_t n, int64_t k, int32_t* out, v
       const FilterWorkspace ws{reinterpret_cast<uint32_t*>(base),
                                reinterpret_cast<uint32_t*>(base + l.counts),
                                reinterpret_cast<uint2*>(base + l.kept)};
-      int64_t chunks = filter_chunks(rows, n, kTile);
-      int64_t chunk = filter_chunk(rows, n, kTile);
-      if (topk_cluster_wide && chunks > kMaxCluster) {
-        chunk = wide_cluster_chunk(n, kTile);
-        chunks = (n + chunk - 1) / chunk;
-      }
+      const int64_t chunks = filter_chunks(rows, n, kTile);
+      const int64_t chunk = filter_chunk(rows, n, kTile);
       const bool aligned = vector_aligned(scores, n);
       if (aligned ? launch_cluster<T, kVector<T>>(scores, rows, n, k, chunk, chunks, out, stream)
                   : launch_cluster<T, 1>(scores, rows, n, k, chunk, chunks, out, stream))
