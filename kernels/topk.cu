@@ -33,19 +33,10 @@ namespace {
 // Nothing in the library build.
 #ifdef FLASHKV_TOPK_PHASES
 __device__ unsigned long long topk_phase_stamps[32][2];
-#define TOPK_PHASE(slot)                                                       \
+// Thread 0 of CTA (cta, 0) stamps `slot`.
+#define TOPK_STAMP(cta, slot)                                                  \
   do {                                                                         \
-    if (threadIdx.x == 0 && blockIdx.x == 0 && blockIdx.y == 0) {              \
-      unsigned long long ns;                                                   \
-      asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));                   \
-      topk_phase_stamps[slot][0] = ns;                                         \
-      topk_phase_stamps[slot][1] = static_cast<unsigned long long>(clock64()); \
-    }                                                                          \
-  } while (0)
-// The same by thread 0 of CTA (1, 0) (the cluster kernel's second CTA; its cycles are another SM's clock).
-#define TOPK_PHASE_CTA1(slot)                                                  \
-  do {                                                                         \
-    if (threadIdx.x == 0 && blockIdx.x == 1 && blockIdx.y == 0) {              \
+    if (threadIdx.x == 0 && blockIdx.x == (cta) && blockIdx.y == 0) {          \
       unsigned long long ns;                                                   \
       asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));                   \
       topk_phase_stamps[slot][0] = ns;                                         \
@@ -53,13 +44,13 @@ __device__ unsigned long long topk_phase_stamps[32][2];
     }                                                                          \
   } while (0)
 #else
-#define TOPK_PHASE(slot) \
-  do {                   \
-  } while (0)
-#define TOPK_PHASE_CTA1(slot) \
+#define TOPK_STAMP(cta, slot) \
   do {                        \
   } while (0)
 #endif
+#define TOPK_PHASE(slot) TOPK_STAMP(0, slot)
+// The same by CTA (1, 0) (the cluster kernel's second CTA; its cycles are another SM's clock).
+#define TOPK_PHASE_CTA1(slot) TOPK_STAMP(1, slot)
 
 constexpr int kBins = 2048;                    // 11-bit digits
 constexpr uint32_t kNegInfKey = ~0xFF800000u;  // key of −∞, the smallest key any score maps to
