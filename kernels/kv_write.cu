@@ -378,23 +378,35 @@ __device__ bool norm_estimate_declined(float estimate) {
   return !(fabsf(estimate) >= 0x1p-60f) || offset <= ((2 * kMidpointMargin) << 16 | 0xffffu);
 }
 
-// norm_estimate_declined for any of a lane's estimates, as two running keys: the midpoint offset above (its
-// minimum) and |e|'s bits from 2^-60 up (their maximum: below 2^-60 they wrap past the top, and 2^127 and up,
-// Inf and NaN also land there; no estimate reaches 2^65). One shift-add and half a 3-input min or max per
-// key and estimate, ~3 instructions instead of ~3.5 with a predicate chain.
+// norm_estimate_declined for any of a lane's estimates, its midpoint half as a running key (the offset above,
+// its minimum: one shift-add and half a 3-input min per estimate); the range half is tested once per lane
+// on the packed BF16 estimates (estimates_tiny).
 struct DeclineKeys {
-  static constexpr uint32_t kTiny = 0x21800000u << 1;  // 2^-60, bits << 1
   uint32_t near = 0xffffffffu;
-  uint32_t range = 0;
   __device__ void add(float estimate) {
-    const uint32_t bits = __float_as_uint(estimate);
-    near = min(near, (bits << 16) - ((0x8000u - kMidpointMargin) << 16));
-    range = max(range, (bits << 1) - kTiny);
+    near = min(near, (__float_as_uint(estimate) << 16) - ((0x8000u - kMidpointMargin) << 16));
   }
-  __device__ bool declined() const {
-    return near <= ((2 * kMidpointMargin) << 16 | 0xffffu) || range >= (0x7f000000u << 1) - kTiny;
-  }
+  __device__ bool declined() const { return near <= ((2 * kMidpointMargin) << 16 | 0xffffu); }
 };
+
+__device__ uint32_t bf16x2_min(uint32_t a, uint32_t b);
+
+// The range half of the fast path's test, on the lane's estimates rounded to BF16 (its packed pairs): whether
+// any is below 2^-60 in magnitude (zeros too, as norm_estimate_declined), or the inverse root is not a
+// number. With r finite, x finite and |w| < 2^60 (the lane's weights are bounded, or every channel is
+// declined) every estimate is finite (|e| < 2^65) and not NaN, so |BF16(e)|'s bits order as its magnitudes;
+// an accepted e is at least 2^-60 − 2^-69 > 2^-61, so x·r (> 2^-121) and e did not underflow, which is all
+// the estimate's error bound needs. One mask per pair and a BF16 min tree, ~15 instructions per row instead
+// of a second running key on every estimate (~24: round s6r1, the decline test and fallback cost the window
+// kernel 20% of its time). Host check: tools/exactness-checks/rmsnorm_inverse_root.cpp.
+__device__ bool estimates_tiny(const uint32_t (&packed)[kChannels / 2], float inverse_root) {
+  uint32_t m[kChannels / 4];
+#pragma unroll
+  for (int i = 0; i < kChannels / 4; ++i)
+    m[i] = bf16x2_min(packed[2 * i] & 0x7fff7fffu, packed[2 * i + 1] & 0x7fff7fffu);
+  const uint32_t both = bf16x2_min(bf16x2_min(m[0], m[1]), bf16x2_min(m[2], m[3]));
+  return (min(both & 0xffffu, both >> 16) < 0x2180u) | !(inverse_root > 0.0f);  // 0x2180: 2^-60 in BF16
+}
 
 // Whether this lane's 16 norm weights are finite and below 2^60 in magnitude (once per kernel).
 __device__ bool lane_weights_bounded(const float* weight, int lane_in_row) {
@@ -580,7 +592,8 @@ __device__ void rms_norm_chunk(const float (&x)[kChannels], const Reload& reload
       packed[2 * q] = bf16x2_bits(e[0], e[1]);
       packed[2 * q + 1] = bf16x2_bits(e[2], e[3]);
     }
-    const bool declined = !weights_bounded || keys.declined();
+    // bitwise: both tests run, without a branch between them
+    const bool declined = !weights_bounded | keys.declined() | estimates_tiny(packed, inverse_root);
     // Declined channels: out of line (rms_norm_fallback), on a copy of the pairs.
     if (__any_sync(kFullMask, declined) && !(ablate & kAblateNormFallback)) {
       PackedPairs words;
