@@ -865,20 +865,14 @@ __global__ void __launch_bounds__(kMergeThreads)
   // The first `window` entries of every chunk (a power of two, window · chunks <= kCapacity) are loaded
   // before the counts are known: slot s = thread + 1024·e is entry s mod window of chunk s / window. Entries
   // past a chunk's count are dropped once the counts are in; chunks with more than `window` take the search
-  // below. The window is about twice a chunk's expected share of the ~rank·n/samples entries >= L (s6r1: a
-  // window of kCapacity / chunks loaded 8 slots per thread, ~8x the candidates, the gather 2.2 us).
+  // below. (s6r2: a window of about twice a chunk's expected share was no faster at 256K and overflowed into
+  // the search at 1M, fp32 1M b1 gather 5.1 us.)
   const uint2* kept = ws.kept + row * chunks * static_cast<int64_t>(kCapacity);
   constexpr int kPerThread = kCapacity / kMergeThreads;
-  const int64_t samples = sample_count(n, k);
-  const int64_t expected = sample_rank(k, samples, n) * n / samples;
-  const auto share = static_cast<unsigned long long>(max(2 * expected / chunks, int64_t{1}));
-  const int window_bits =
-      min(31 - __clz(static_cast<int>(kCapacity) / chunks), max(5, 64 - __clzll(share - 1)));
-  const int slots_per_thread = ((chunks << window_bits) + kMergeThreads - 1) / kMergeThreads;
+  const int window_bits = 31 - __clz(static_cast<int>(kCapacity) / chunks);
   uint2 early[kPerThread];
 #pragma unroll
   for (int e = 0; e < kPerThread; ++e) {
-    if (e >= slots_per_thread) break;  // the same in every thread
     const uint32_t slot = threadIdx.x + static_cast<uint32_t>(kMergeThreads * e);
     const uint32_t c = slot >> window_bits, j = slot & ((1u << window_bits) - 1u);
     early[e] =
@@ -897,7 +891,6 @@ __global__ void __launch_bounds__(kMergeThreads)
   uint32_t top = 0;  // candidates can lie above the sample's max
 #pragma unroll
   for (int e = 0; e < kPerThread; ++e) {
-    if (e >= slots_per_thread) break;
     const uint32_t slot = threadIdx.x + static_cast<uint32_t>(kMergeThreads * e);
     const uint32_t c = slot >> window_bits, j = slot & ((1u << window_bits) - 1u);
     if (c >= static_cast<uint32_t>(chunks)) continue;
@@ -966,6 +959,11 @@ __global__ void __launch_bounds__(kMergeThreads)
 // for the candidates, and a CTA pays for 1/chunks of the sample instead of all of it.
 
 constexpr int kMaxCluster = 16;  // non-portable above 8
+// The cluster path only pays for small clusters: s6r1/s6r2's same-run A/B (us, cluster vs two launches):
+// BF16 64K b1 (4 CTAs) 15.4 / 14.9 vs 16.0 / 15.4; fp32 64K b1 (8 CTAs) 16.9 / 17.0 vs 15.5 / 16.1; BF16 256K
+// b1 (16 CTAs) 18.3 / 18.2 vs 15.7 / 16.1. In a 16-CTA cluster the other CTAs end their tiles ~3 us after
+// the leader (CTA 1: 7.36 us vs 4.48), and cluster barriers cost ~0.3 us even in a one-CTA cluster.
+constexpr int64_t kClusterMaxChunks = 4;
 constexpr size_t kClusterSharedBytes = kCapacity * 2 * sizeof(uint32_t);
 
 // The same shared variable in the cluster's CTA `rank` (distributed shared memory, generic address).
@@ -984,7 +982,10 @@ __device__ inline void cluster_arrive() {
 __device__ inline void cluster_wait() {
   asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
 }
+// A CTA barrier first: the CTA's own shared-memory hand-offs across the cluster barrier are then ordered
+// by a barrier compute-sanitizer's racecheck sees (a few ns).
 __device__ inline void cluster_sync() {
+  __syncthreads();
   cluster_arrive();
   cluster_wait();
 }
@@ -1222,7 +1223,8 @@ constexpr bool topk_force_two_launch = false;
 template <typename T, int V>
 bool launch_cluster(const T* scores, int64_t rows, int64_t n, int64_t k, int64_t chunk, int64_t chunks,
                     int32_t* out, cudaStream_t stream) {
-  if (topk_force_two_launch || rows > cluster_capacity<T, V>(chunks)) return false;
+  if (topk_force_two_launch || chunks > kClusterMaxChunks || rows > cluster_capacity<T, V>(chunks))
+    return false;
   cudaLaunchAttribute attribute = cluster_attribute(static_cast<unsigned>(chunks));
   const cudaLaunchConfig_t config =
       launch_config(dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(rows)), kFilterThreads,

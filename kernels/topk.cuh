@@ -10,7 +10,7 @@
 // k entries >= L the top k are all candidates; otherwise every valid entry is taken (short rows) or the row
 // takes the exact radix select over all its entries (long rows). Rows of n <= 16384 take one CTA each with
 // the row in registers (one launch); longer rows are cut into chunks (vector loads when rows are 16-byte
-// aligned): a row of at most 16 chunks runs as one thread-block cluster (one launch: the CTAs share the
+// aligned): a row of at most 4 chunks runs as one thread-block cluster (one launch: the CTAs share the
 // sample, and the candidates meet in the leader CTA's shared memory through distributed shared memory),
 // longer rows take a filter kernel (each CTA taking the row's sample for L) and a merge kernel (one CTA per
 // row) as its programmatic dependent launch; k > 2048 with n > 16384 takes the whole-row radix select.

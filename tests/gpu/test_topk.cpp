@@ -155,13 +155,13 @@ TEST_CASE("gpu top-k equals the CPU top-k on every shape and score distribution"
   // Rows of a multiple of 8 entries (16-byte aligned) take the filter's vector loads, the others scalar
   // loads: both, with whole and partial last tiles (filter tiles: 8192 fp32 / 16384 BF16 entries). Filter
   // CTAs take one tile, or several where rows are many (fp32: 33 x 65544, 67 x 40001; both types:
-  // 90 x 49160 aligned, and at full scale 140 x 50001: one CTA per row). Rows of at most 16 chunks take the
-  // one-launch cluster kernel (most shapes here), longer ones the filter and merge kernels (1 x 300001:
-  // 19 BF16 / 37 fp32 chunks; at full scale the 1M rows).
-  std::vector<Shape> shapes = {{1, 1, 1},        {3, 100, 512},    {5, 1000, 17},   {2, 16387, 512},
-                               {2, 70001, 2048}, {5, 65537, 512},  {133, 301, 64},  {2, 20001, 3000},
-                               {1, 16384, 512},  {2, 65536, 512},  {3, 65544, 512}, {33, 65544, 512},
-                               {67, 40001, 100}, {90, 49160, 512}, {1, 300001, 512}};
+  // 90 x 49160 aligned, and at full scale 140 x 50001: one CTA per row). Rows of at most 4 chunks take the
+  // one-launch cluster kernel (few rows: 2 x 65536 BF16, 3 x 30001 unaligned, at full scale 3 x 49153 BF16),
+  // longer ones the filter and merge kernels (1 x 300001: 19 BF16 / 37 fp32 chunks; the 1M rows).
+  std::vector<Shape> shapes = {{1, 1, 1},        {3, 100, 512},    {5, 1000, 17},    {2, 16387, 512},
+                               {2, 70001, 2048}, {5, 65537, 512},  {133, 301, 64},   {2, 20001, 3000},
+                               {1, 16384, 512},  {2, 65536, 512},  {3, 65544, 512},  {33, 65544, 512},
+                               {67, 40001, 100}, {90, 49160, 512}, {1, 300001, 512}, {3, 30001, 512}};
   std::vector<Distribution> distributions = {Distribution::kSpecials, Distribution::kFewValues,
                                              Distribution::kAscending};
   if (!small_scale()) {
