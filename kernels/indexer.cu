@@ -1227,10 +1227,10 @@ __global__ void __launch_bounds__(kPipes* kPipelineThreads, 1)
           continue;
         }
         if (k.narrow && k.lowest >= row.range.x && k.highest <= row.range.y) {
-          // One row of 32 heads: the head loop fully unrolled (since s6: no A-fragment spills any more, 16
-          // instead of 30 spill instructions per tile in the loop, no loop overhead). Otherwise unrolled by 2
-          // (fully unrolled, those kernels spill more: several rows 128/176 instead of 104/128 bytes).
-          constexpr int kUnroll = kOneRow && kHeads == 32 ? 4 : 2;
+          // The head loop unrolled by 2. Fully unrolled (s6r2, one row): no A-fragment spills any more and 30
+          // instructions fewer per 32 entries, yet 1M b1 was 1.1 us slower (queued 44.7 vs 43.6 us); several
+          // rows spill more fully unrolled (128/176 instead of 104/128 bytes).
+          constexpr int kUnroll = 2;
           const auto* frags = reinterpret_cast<const uint2*>(q.frags + r * per_row / 4);
           if (row.fast & kRowBf16Weights) {
             score_narrow_entries<kHeads, kUnroll, true>(a, frag_a, ek, frags, q.starts + r * heads / 2,
