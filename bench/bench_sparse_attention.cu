@@ -97,7 +97,7 @@ double cublas_attention_shape_tflops(int batch, cudaStream_t stream) {
 
 // The one-pass variants (their own profile marks; agreement and _queued rows).
 bool online_variant(fc::SparseAttentionVariant v) {
-  return v == fc::SparseAttentionVariant::kOnline || v == fc::SparseAttentionVariant::kOnlineStaggered;
+  return v == fc::SparseAttentionVariant::kOnline;
 }
 
 // Where one CTA's time goes: CTA 0's clock64 / %globaltimer at the kernel's phase boundaries (one extra
@@ -219,7 +219,6 @@ int main() {
       const char* name;
     } variants[] = {{fc::SparseAttentionVariant::kWgmma, "wgmma"},
                     {fc::SparseAttentionVariant::kOnline, "online"},
-                    {fc::SparseAttentionVariant::kOnlineStaggered, "online_staggered"},
                     {fc::SparseAttentionVariant::kSplitKeys, "split_keys"},
                     {fc::SparseAttentionVariant::kMmaSync, "mma"}};
     for (const auto& v : variants) {

@@ -1439,7 +1439,6 @@ __device__ inline void normalise_output(OnlineRows& rows, OnlineExchange& x, con
   }
 }
 
-template <bool kStagger>
 __global__ void __launch_bounds__(kThreads, 1)
     online_attention_kernel(SparseAttentionArgs args, int key_stride, float scale2) {
   constexpr float kLog2e = 1.4426950408889634f;
@@ -1507,18 +1506,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     float acc[32];
 #pragma unroll
     for (int i = 0; i < 32; ++i) acc[i] = 0.0f;
-    // Round s6r1 measured the 16 wgmma issues blocking the issuing warps for ~1.0K cycles (the whole Q·Kᵀ),
-    // so the first half's decode did not overlap it. kStagger: warpgroup 1 decodes while warpgroup 0's
-    // Q·Kᵀ runs, then issues its own while warpgroup 0 decodes.
-    if (kStagger && group == 1 && tile + 1 < tiles) {
-      store_tile<kTileKeys, true, 0, kHalf, true>(next, src, tile + 1, records);
-    }
     issue_qk_shared<16>(acc, q_base, current, 256 * group);
     tile_mark(s, tile, 14);
     tile_mark(s, tile, 17);  // (a staging stage in round s6r1; the bench prints its three marks)
-    if ((!kStagger || group == 0) && tile + 1 < tiles) {
-      store_tile<kTileKeys, true, 0, kHalf, true>(next, src, tile + 1, records);
-    }
+    if (tile + 1 < tiles) store_tile<kTileKeys, true, 0, kHalf, true>(next, src, tile + 1, records);
     tile_mark(s, tile, 11);
     wait_wgmma(acc);
     tile_mark(s, tile, 12);
@@ -1548,14 +1539,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   profile_point(args.profile, 4);
 }
 
-template <bool kStagger>
 void launch_online(const SparseAttentionArgs& args, int key_stride, float scale, cudaStream_t stream) {
   static std::atomic<uint64_t> configured_devices{0};
-  configure_once(online_attention_kernel<kStagger>, configured_devices,
-                 online_shared_bytes(kSparseAttentionMaxKeys));
-  online_attention_kernel<kStagger>
-      <<<static_cast<unsigned>(args.n), kThreads, online_shared_bytes(key_stride), stream>>>(
-          args, key_stride, scale * 1.4426950408889634f);
+  configure_once(online_attention_kernel, configured_devices, online_shared_bytes(kSparseAttentionMaxKeys));
+  online_attention_kernel<<<static_cast<unsigned>(args.n), kThreads, online_shared_bytes(key_stride),
+                            stream>>>(args, key_stride, scale * 1.4426950408889634f);
   FKV_CUDA_CHECK_LAUNCH();
 }
 
@@ -1819,10 +1807,7 @@ void sparse_attention(const SparseAttentionArgs& args, cudaStream_t stream, Spar
       return launch<1>(args, key_stride, scale, stream);
     case SparseAttentionVariant::kOnline:
       // wgmma-only, like kSplitKeys: elsewhere the mma.sync kernel
-      if (runs_sm90a_code()) return launch_online<false>(args, key_stride, scale, stream);
-      return launch<0>(args, key_stride, scale, stream);
-    case SparseAttentionVariant::kOnlineStaggered:
-      if (runs_sm90a_code()) return launch_online<true>(args, key_stride, scale, stream);
+      if (runs_sm90a_code()) return launch_online(args, key_stride, scale, stream);
       return launch<0>(args, key_stride, scale, stream);
     case SparseAttentionVariant::kSplitKeys:
       // its kernels are wgmma-only: elsewhere (the compute_90 PTX on a later device) the mma.sync kernel

@@ -77,9 +77,6 @@ enum class SparseAttentionVariant {
   kOnline,  // one CTA per row, single pass (each key tile decoded once), online softmax: P is rounded to
             // BF16 before normalisation, so NOT the faithful order — within the bound that
             // tests/gpu/test_sparse_attention.cpp derives ((2^-7 + 2^-10)·Σ p|v| + 1 BF16 ulp per element)
-  // Bench-only A/B for round s6r2 (the loser goes after it): kOnline with the first half-tile's decode
-  // staggered between the warpgroups around their Q·Kᵀ issues. Same numerics as kOnline.
-  kOnlineStaggered,
   kSplitKeys,  // small batches: one CTA per (row, 64 keys), statistics combined exactly, three launches
                // (device scratch from the workspace or cudaMallocAsync on the stream)
   // Diagnostic / portable: warp-level mma.sync m16n8k16 with the fp32 reference decoders; the path the
