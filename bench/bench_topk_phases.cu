@@ -5,13 +5,11 @@
 // the timed numbers are bench_topk's. Phases: short kernel 0 start, 1 loads + max, 2 guess L, 3 flags
 // counted, 4 candidates placed, 5 radix passes, 6 end; long rows in two launches: filter CTA (0, 0) 10
 // start, 11 L known (its sample taken), 12 end; merge CTA 0 13 past its wait (the filter grid done), 14
-// gathered, 5 radix passes, 15 end; long rows in one cluster launch (leader CTA of row 0): 20 start, 21 L
-// known, 22 its tiles filtered, 25 counts exchanged, 23 candidates in the leader, 5 radix passes, 24 end;
-// CTA (1, 0) 26 its tiles filtered, 27 its candidates copied (cycles of another SM's clock). Each shape's
-// call is also timed (bench_topk's method) in the same run; shapes that take the cluster path are traced and
-// timed again on the two-launch path (same-run A/B). s6r1 also timed rows of more than 16 chunks as clusters
-// of 16 CTAs of several tiles (BF16 1M b1 22.7 us vs 17.1 two-launch) and 16K rows as clusters of 16K / 8K /
-// 4K-entry CTAs (BF16 15.2 / 14.8 / 15.0 vs 12.4 for the short kernel): both removed.
+// gathered, 5 radix passes, 15 end. Each shape's call is also timed (bench_topk's method) in the same run.
+// Session 6 timed rows of up to 16 chunks as one thread-block cluster (one launch, the candidates meeting in
+// the leader CTA through distributed shared memory): ~0.5 us faster at 4 chunks in two rounds, tied in the
+// third, 2-3 us slower at 16 chunks (cluster barriers ~0.3 us each, the leader waiting for the slowest CTA);
+// removed in session 7.
 #define FLASHKV_TOPK_PHASES 1
 // Own names for the entry points, so this copy never meets the library's.
 #define top_k_rows top_k_rows_phases
@@ -55,10 +53,9 @@ Stamps traced_call(fc::ScoreType type, int64_t rows, int64_t n, const void* scor
   return stamps;
 }
 
-// The first stamp of the kernel that stamps `slot` (slot 5 is the short, merge or cluster kernel's).
+// The first stamp of the kernel that stamps `slot` (slot 5 is the short or merge kernel's).
 int kernel_origin(int slot, const Stamps& stamps) {
-  if (slot >= 20) return 20;
-  if (slot <= 6) return stamps[0][0] != 0 ? 0 : (stamps[20][0] != 0 ? 20 : 13);
+  if (slot <= 6) return stamps[0][0] != 0 ? 0 : 13;
   return slot <= 12 ? 10 : 13;
 }
 
@@ -67,12 +64,10 @@ unsigned long long median(std::vector<unsigned long long> values) {
   return values[values.size() / 2];
 }
 
-// Returns whether the call took the cluster path.
-bool trace_shape(fc::ScoreType type, int64_t n, int64_t rows, const void* scores, int32_t* out,
-                 const std::string& suffix) {
+void trace_shape(fc::ScoreType type, int64_t n, int64_t rows, const void* scores, int32_t* out) {
   const std::string name = std::string("topk512_") + (type == fc::ScoreType::kFp32 ? "fp32" : "bf16") + "_n" +
                            std::to_string(n) + "_b" + std::to_string(rows);
-  if (!fb::selected(name)) return false;
+  if (!fb::selected(name)) return;
   fb::DeviceBuffer workspace(std::max<size_t>(1, fc::top_k_workspace_bytes_phases(rows, n, kK)));
   for (int i = 0; i < 3; ++i) traced_call(type, rows, n, scores, out, workspace);  // warm-up
   std::vector<Stamps> calls;
@@ -80,9 +75,8 @@ bool trace_shape(fc::ScoreType type, int64_t n, int64_t rows, const void* scores
   const double ms = fb::median_ms(nullptr, [&] {
     fc::top_k_rows_phases(scores, type, rows, n, kK, out, workspace.as<void>(), workspace.bytes(), nullptr);
   });
-  const std::string label = name + suffix;
-  std::printf("  %-40s timed %.1f us\n", label.c_str(), ms * 1e3);
-  std::printf("  %-40s", label.c_str());
+  std::printf("  %-40s timed %.1f us\n", name.c_str(), ms * 1e3);
+  std::printf("  %-40s", name.c_str());
   for (int slot = 0; slot < kSlots; ++slot) {
     if (calls[0][slot][0] == 0) continue;
     std::vector<unsigned long long> ns, cycles;
@@ -96,7 +90,6 @@ bool trace_shape(fc::ScoreType type, int64_t n, int64_t rows, const void* scores
     std::printf(" %d:%lluns/%llucy", slot, median(ns), median(cycles));
   }
   std::printf("\n");
-  return calls[0][20][0] != 0;
 }
 
 }  // namespace
@@ -129,11 +122,7 @@ int main() {
     for (const fc::ScoreType type : {fc::ScoreType::kBf16, fc::ScoreType::kFp32}) {
       for (const auto& [n, rows] : kShapes) {
         const void* scores = type == fc::ScoreType::kFp32 ? f32.as<void>() : bf16.as<void>();
-        if (trace_shape(type, n, rows, scores, out.as<int32_t>(), "")) {
-          fc::topk_force_two_launch = true;
-          trace_shape(type, n, rows, scores, out.as<int32_t>(), " two-launch");
-          fc::topk_force_two_launch = false;
-        }
+        trace_shape(type, n, rows, scores, out.as<int32_t>());
       }
     }
     FKV_CUDA_CHECK(cudaStreamDestroy(stream));

@@ -19,7 +19,6 @@
 #include <flashkv/error.hpp>
 
 #include <algorithm>
-#include <array>
 #include <string>
 
 #include "cuda_check.cuh"
@@ -33,10 +32,9 @@ namespace {
 // Nothing in the library build.
 #ifdef FLASHKV_TOPK_PHASES
 __device__ unsigned long long topk_phase_stamps[32][2];
-// Thread 0 of CTA (cta, 0) stamps `slot`.
-#define TOPK_STAMP(cta, slot)                                                  \
+#define TOPK_PHASE(slot)                                                       \
   do {                                                                         \
-    if (threadIdx.x == 0 && blockIdx.x == (cta) && blockIdx.y == 0) {          \
+    if (threadIdx.x == 0 && blockIdx.x == 0 && blockIdx.y == 0) {              \
       unsigned long long ns;                                                   \
       asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));                   \
       topk_phase_stamps[slot][0] = ns;                                         \
@@ -44,13 +42,10 @@ __device__ unsigned long long topk_phase_stamps[32][2];
     }                                                                          \
   } while (0)
 #else
-#define TOPK_STAMP(cta, slot) \
-  do {                        \
+#define TOPK_PHASE(slot) \
+  do {                   \
   } while (0)
 #endif
-#define TOPK_PHASE(slot) TOPK_STAMP(0, slot)
-// The same by CTA (1, 0) (the cluster kernel's second CTA; its cycles are another SM's clock).
-#define TOPK_PHASE_CTA1(slot) TOPK_STAMP(1, slot)
 
 constexpr int kBins = 2048;                    // 11-bit digits
 constexpr uint32_t kNegInfKey = ~0xFF800000u;  // key of −∞, the smallest key any score maps to
@@ -948,160 +943,6 @@ __global__ void __launch_bounds__(kMergeThreads)
   TOPK_PHASE(15);
 }
 
-// ---- long rows in one launch: a row's chunks as one thread-block cluster --------------------------------
-//
-// Where a row's chunks fit in one cluster (at most kMaxCluster CTAs, as far as the device can schedule them),
-// its filter CTAs cooperate through distributed shared memory instead of the workspace and a second kernel:
-// each CTA loads 1/chunks of the row's sample (the two-launch path's entries, so the same L), their maximum
-// and histogram meet in the leader CTA (rank 0) and every CTA reads L there; each CTA keeps its candidates
-// in its own shared memory, the counts meet in the leader, each CTA copies its candidates into the leader's
-// at its chunk's offset (index order), and the leader selects. No grid-completion wait, no global round trip
-// for the candidates, and a CTA pays for 1/chunks of the sample instead of all of it.
-
-constexpr int kMaxCluster = 16;  // non-portable above 8
-// The cluster path only pays for small clusters: s6r1/s6r2's same-run A/B (us, cluster vs two launches):
-// BF16 64K b1 (4 CTAs) 15.4 / 14.9 vs 16.0 / 15.4; fp32 64K b1 (8 CTAs) 16.9 / 17.0 vs 15.5 / 16.1; BF16 256K
-// b1 (16 CTAs) 18.3 / 18.2 vs 15.7 / 16.1. In a 16-CTA cluster the other CTAs end their tiles ~3 us after
-// the leader (CTA 1: 7.36 us vs 4.48), and cluster barriers cost ~0.3 us even in a one-CTA cluster.
-constexpr int64_t kClusterMaxChunks = 4;
-constexpr size_t kClusterSharedBytes = kCapacity * 2 * sizeof(uint32_t);
-
-// The same shared variable in the cluster's CTA `rank` (distributed shared memory, generic address).
-template <typename U>
-__device__ inline U* in_cta(U* local, unsigned rank) {
-  return static_cast<U*>(__cluster_map_shared_rank(static_cast<void*>(local), rank));
-}
-
-// barrier.cluster in halves, by every thread of every CTA of the cluster, each warp converged (.aligned: one
-// arrival per warp; s6r1 had the per-thread form, ~0.3 us per barrier in a one-CTA cluster and more with
-// more CTAs): the arrival releases this thread's earlier writes (own or remote shared memory), the wait
-// acquires everyone's.
-__device__ inline void cluster_arrive() {
-  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
-}
-__device__ inline void cluster_wait() {
-  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-// A CTA barrier first: the CTA's own shared-memory hand-offs across the cluster barrier are then ordered
-// by a barrier compute-sanitizer's racecheck sees (a few ns).
-__device__ inline void cluster_sync() {
-  __syncthreads();
-  cluster_arrive();
-  cluster_wait();
-}
-
-// Row blockIdx.y, chunk blockIdx.x (= the CTA's rank in its cluster of gridDim.x CTAs): the output row in
-// one launch, no workspace. A failed guess takes the whole-row radix select in the leader.
-template <typename T, int V>
-__global__ void __launch_bounds__(kFilterThreads, 2)
-    top_k_cluster_kernel(const T* scores, int64_t n, int64_t k, int64_t chunk, int32_t* out) {
-  extern __shared__ uint32_t candidate_keys[];  // kCapacity keys, then kCapacity indices
-  int32_t* candidate_indices = reinterpret_cast<int32_t*>(candidate_keys + kCapacity);
-  __shared__ uint32_t sample_hist[kHistogramWords];  // the leader's: the row's
-  __shared__ uint32_t select_hist[kBins];
-  __shared__ uint32_t warp_counts[2][kFilterWarps];
-  __shared__ uint32_t chunk_counts[kMaxCluster];  // the leader's: candidates per chunk
-  __shared__ uint32_t sample_max;                 // the leader's: the sample's max key
-  TOPK_PHASE(20);
-  const unsigned rank = __clusterRelativeBlockRank(), chunks = __clusterSizeInBlocks();
-  const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
-  const int64_t row = blockIdx.y;
-  const T* data = scores + row * n;
-  const int64_t begin = static_cast<int64_t>(blockIdx.x) * chunk;
-  const int64_t end = min(n, begin + chunk);
-  // This CTA's part of the sample: runs rank + chunks·(warp + kFilterWarps·i) of the row's count / 32 runs
-  // of 32 (run r starts at r·stride, as load_sample's); 32-bit offsets (n < 2^31). Then the first tile.
-  constexpr int kMaxRuns = static_cast<int>(kSamples / kFilterThreads);
-  const auto count = static_cast<uint32_t>(sample_count(n, k));
-  const uint32_t runs = count / 32u;
-  const auto stride = static_cast<uint32_t>((n - 32) / (runs - 1));
-  T sample[kMaxRuns];
-  int taken = 0;
-#pragma unroll
-  for (int i = 0; i < kMaxRuns; ++i) {
-    const uint32_t run = rank + chunks * (warp + kFilterWarps * static_cast<uint32_t>(i));
-    if (run >= runs) break;  // the same in the whole warp
-    sample[i] = data[run * stride + lane];
-    taken = i + 1;
-  }
-  constexpr int kN = kFilterItems<T>;
-  uint32_t raw[kWords<T, kN>];
-  load_tile<T, kN, V, kFilterThreads>(data, begin, end, raw);
-  for (int b = threadIdx.x; b < kHistogramWords; b += kFilterThreads) sample_hist[b] = 0;
-  for (int b = threadIdx.x; b < kBins; b += kFilterThreads) select_hist[b] = 0;
-  if (threadIdx.x == 0) sample_max = 0;
-  // Past this barrier every CTA of the cluster runs and the leader's words are zero (before any remote
-  // update); its arrival and wait are split around the sample's keys and the CTA's max.
-  cluster_arrive();
-  uint32_t keys[kMaxRuns];
-  const uint32_t local_max = block_max<kFilterThreads>(sample_keys(sample, taken, keys));
-  uint32_t* const leader_max = in_cta(&sample_max, 0);
-  uint32_t* const leader_hist = in_cta(sample_hist, 0);
-  cluster_wait();
-  if (threadIdx.x == 0) atomicMax(leader_max, local_max);
-  cluster_sync();
-  const uint32_t max_key = *leader_max;
-  // Buckets counted here (same-address increments aggregate), then the non-empty ones added to the leader's.
-#pragma unroll
-  for (int i = 0; i < kMaxRuns; ++i) {
-    if (valid_key(keys[i])) atomicAdd(&sample_hist[histogram_word(distance_bucket(max_key - keys[i]))], 1u);
-  }
-  __syncthreads();
-  if (rank != 0) {
-    for (int b = threadIdx.x; b < kHistogramWords; b += kFilterThreads) {
-      const uint32_t c = sample_hist[b];
-      if (c != 0) atomicAdd(&leader_hist[b], c);
-    }
-  }
-  cluster_sync();
-  const uint32_t lower = lower_from_histogram(leader_hist, max_key, sample_rank(k, count, n));
-  TOPK_PHASE(21);
-  const uint32_t written =
-      filter_chunk_tiles<T, V>(data, begin, end, raw, threshold_score<T>(lower), warp_counts,
-                               [&](uint32_t slot, uint32_t key, int64_t index) {
-                                 if (slot < kCapacity) {
-                                   candidate_keys[slot] = key;
-                                   candidate_indices[slot] = static_cast<int32_t>(index);
-                                 }
-                               });
-  uint32_t* const leader_counts = in_cta(chunk_counts, 0);
-  if (threadIdx.x == 0) leader_counts[rank] = written;
-  TOPK_PHASE(22);
-  TOPK_PHASE_CTA1(26);
-  cluster_sync();  // also publishes this CTA's candidates to its own threads
-  const uint32_t chunk_count = lane < chunks ? leader_counts[lane] : 0u;
-  const uint32_t total = __reduce_add_sync(~0u, chunk_count);
-  const uint32_t offset = __reduce_add_sync(~0u, lane < rank ? chunk_count : 0u);
-  // As the merge kernel: the guess is good when it kept at most kCapacity and either k of them or every
-  // valid entry (the same decision in every CTA).
-  const bool guessed = total <= kCapacity && (static_cast<int64_t>(total) >= k || lower == kLowestValidKey);
-  TOPK_PHASE(25);
-  if (guessed && rank != 0) {  // the leader's own candidates are in place (offset 0)
-    uint32_t* const keys_to = in_cta(candidate_keys, 0) + offset;
-    int32_t* const indices_to = in_cta(candidate_indices, 0) + offset;
-    for (uint32_t i = threadIdx.x; i < written; i += kFilterThreads) {
-      keys_to[i] = candidate_keys[i];
-      indices_to[i] = candidate_indices[i];
-    }
-  }
-  TOPK_PHASE_CTA1(27);
-  // The leader's shared memory is read and written by the others up to here: it outlives their accesses.
-  cluster_sync();
-  if (rank != 0) return;
-  TOPK_PHASE(23);
-  int32_t* row_out = out + row * k;
-  if (!guessed) {
-    select_row_radix<T, kFilterThreads>(data, n, k, row_out, static_cast<uint32_t*>(nullptr));
-    return;
-  }
-  uint32_t top = 0;  // candidates can lie above the sample's max
-  for (uint32_t i = threadIdx.x; i < total; i += kFilterThreads) top = max(top, candidate_keys[i]);
-  top = block_max<kFilterThreads>(top);
-  select_candidates<kFilterThreads, low_bits<T>()>(candidate_keys, candidate_indices, total, k, lower, top,
-                                                   row_out, select_hist);
-  TOPK_PHASE(24);
-}
-
 // ---- host side ----------------------------------------------------------------------------------------
 
 [[noreturn]] void invalid(const std::string& message) {
@@ -1179,60 +1020,6 @@ void launch_dependent(void (*kernel)(Params...), dim3 grid, int threads, size_t 
   FKV_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args...));
 }
 
-cudaLaunchAttribute cluster_attribute(unsigned size) {
-  cudaLaunchAttribute attribute{};
-  attribute.id = cudaLaunchAttributeClusterDimension;
-  attribute.val.clusterDim.x = size;
-  attribute.val.clusterDim.y = 1;
-  attribute.val.clusterDim.z = 1;
-  return attribute;
-}
-
-// How many clusters of `size` CTAs of top_k_cluster_kernel<T, V> the device runs at once (0: none), for
-// sizes 1..kMaxCluster; found once per process.
-template <typename T, int V>
-int cluster_capacity(int64_t size) {
-  static const std::array<int, kMaxCluster + 1> capacity = [] {
-    std::array<int, kMaxCluster + 1> c{};
-    const auto kernel = top_k_cluster_kernel<T, V>;
-    allow_shared_memory(kernel, kClusterSharedBytes);
-    FKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-    for (int s = 1; s <= kMaxCluster; ++s) {
-      cudaLaunchAttribute attribute = cluster_attribute(static_cast<unsigned>(s));
-      const cudaLaunchConfig_t config = launch_config(dim3(static_cast<unsigned>(s)), kFilterThreads,
-                                                      kClusterSharedBytes, nullptr, &attribute);
-      if (cudaOccupancyMaxActiveClusters(&c[static_cast<size_t>(s)], kernel, &config) != cudaSuccess) {
-        c[static_cast<size_t>(s)] = 0;
-        (void)cudaGetLastError();  // a refused size is not an error of a later call
-      }
-    }
-    return c;
-  }();
-  return size >= 1 && size <= kMaxCluster ? capacity[static_cast<size_t>(size)] : 0;
-}
-
-// bench/bench_topk_phases times the two-launch path against the cluster path in the same run.
-#ifdef FLASHKV_TOPK_PHASES
-bool topk_force_two_launch = false;
-#else
-constexpr bool topk_force_two_launch = false;
-#endif
-
-// Long rows of `chunks` chunks per row in one cluster launch when the device runs a cluster per row at once
-// (no second wave of clusters).
-template <typename T, int V>
-bool launch_cluster(const T* scores, int64_t rows, int64_t n, int64_t k, int64_t chunk, int64_t chunks,
-                    int32_t* out, cudaStream_t stream) {
-  if (topk_force_two_launch || chunks > kClusterMaxChunks || rows > cluster_capacity<T, V>(chunks))
-    return false;
-  cudaLaunchAttribute attribute = cluster_attribute(static_cast<unsigned>(chunks));
-  const cudaLaunchConfig_t config =
-      launch_config(dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(rows)), kFilterThreads,
-                    kClusterSharedBytes, stream, &attribute);
-  FKV_CUDA_CHECK(cudaLaunchKernelEx(&config, top_k_cluster_kernel<T, V>, scores, n, k, chunk, out));
-  return true;
-}
-
 // Every row starts on a 16-byte boundary (then every filter tile and group does).
 template <typename T>
 bool vector_aligned(const T* scores, int64_t n) {
@@ -1271,9 +1058,6 @@ void launch(const T* scores, int64_t rows, int64_t n, int64_t k, int32_t* out, v
       const int64_t chunks = filter_chunks(rows, n, kTile);
       const int64_t chunk = filter_chunk(rows, n, kTile);
       const bool aligned = vector_aligned(scores, n);
-      if (aligned ? launch_cluster<T, kVector<T>>(scores, rows, n, k, chunk, chunks, out, stream)
-                  : launch_cluster<T, 1>(scores, rows, n, k, chunk, chunks, out, stream))
-        return;
       const dim3 grid(static_cast<unsigned>(chunks), grid_rows);
       if (aligned)
         top_k_filter_kernel<T, kVector<T>><<<grid, kFilterThreads, 0, stream>>>(scores, n, k, chunk, ws);

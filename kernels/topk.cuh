@@ -10,16 +10,13 @@
 // k entries >= L the top k are all candidates; otherwise every valid entry is taken (short rows) or the row
 // takes the exact radix select over all its entries (long rows). Rows of n <= 16384 take one CTA each with
 // the row in registers (one launch); longer rows are cut into chunks (vector loads when rows are 16-byte
-// aligned): a row of at most 4 chunks runs as one thread-block cluster (one launch: the CTAs share the
-// sample, and the candidates meet in the leader CTA's shared memory through distributed shared memory),
-// longer rows take a filter kernel (each CTA taking the row's sample for L) and a merge kernel (one CTA per
-// row) as its programmatic dependent launch; k > 2048 with n > 16384 takes the whole-row radix select.
+// aligned): a filter kernel (each CTA taking the row's sample for L) and a merge kernel (one CTA per row) as
+// its programmatic dependent launch; k > 2048 with n > 16384 takes the whole-row radix select.
 //
 // Contract: scores, out and workspace are device pointers; scores is [rows, n] row-major (fp32, or BF16 as
 // raw uint16 bits), out is [rows, k] int32. 0 <= k, n <= 2^31 - 1, rows >= 0. The workspace must hold
 // top_k_workspace_bytes(rows, n, k) bytes (may be null when that is 0; no initialisation needed; 64 KB
-// per filter CTA of the long-row path, at most max(rows, 264) x 64 KB, which the cluster path leaves unused;
-// none for short rows). Work is enqueued
+// per filter CTA of the long-row path, at most max(rows, 264) x 64 KB; none for short rows). Work is enqueued
 // on `stream`; the call does not synchronize. Errors: bad arguments throw flashkv::Error(kInvalidArgument); a
 // failed launch throws flashkv::Error(kDevice). Threading: no state; concurrent calls on different streams
 // with different workspaces are safe.

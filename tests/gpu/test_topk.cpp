@@ -3,8 +3,8 @@
 // short rows in one CTA, long rows through the filter and merge kernels, k above the filter's limit through
 // the whole-row radix select with and without cached keys) and score distributions chosen to stress the tie
 // rule, the −∞ handling and the threshold guess (heavy ties, all-equal rows, −∞ rows, NaN, ±0, ±∞, BF16
-// ties, ascending rows whose top k sit at the end; rows with too many candidates take the exact fallback of
-// the cluster kernel or of the merge kernel), the index lists must be identical element for element (they are
+// ties, ascending rows whose top k sit at the end; rows with too many candidates take the merge's exact
+// fallback), the index lists must be identical element for element (they are
 // sorted, so identical sets in identical order). The output is poisoned before each launch.
 // FLASHKV_TEST_SCALE=small shrinks the large cases.
 #include <cuda_runtime.h>
@@ -155,9 +155,9 @@ TEST_CASE("gpu top-k equals the CPU top-k on every shape and score distribution"
   // Rows of a multiple of 8 entries (16-byte aligned) take the filter's vector loads, the others scalar
   // loads: both, with whole and partial last tiles (filter tiles: 8192 fp32 / 16384 BF16 entries). Filter
   // CTAs take one tile, or several where rows are many (fp32: 33 x 65544, 67 x 40001; both types:
-  // 90 x 49160 aligned, and at full scale 140 x 50001: one CTA per row). Rows of at most 4 chunks take the
-  // one-launch cluster kernel (few rows: 2 x 65536 BF16, 3 x 30001 unaligned, at full scale 3 x 49153 BF16),
-  // longer ones the filter and merge kernels (1 x 300001: 19 BF16 / 37 fp32 chunks; the 1M rows).
+  // 90 x 49160 aligned, and at full scale 140 x 50001: one CTA per row). Few rows take one tile per CTA and
+  // up to 264 chunks per row (2 x 65536 BF16, 3 x 30001 unaligned, 1 x 300001: 19 BF16 / 37 fp32 chunks; at
+  // full scale 3 x 49153 BF16 and the 1M rows).
   std::vector<Shape> shapes = {{1, 1, 1},        {3, 100, 512},    {5, 1000, 17},    {2, 16387, 512},
                                {2, 70001, 2048}, {5, 65537, 512},  {133, 301, 64},   {2, 20001, 3000},
                                {1, 16384, 512},  {2, 65536, 512},  {3, 65544, 512},  {33, 65544, 512},
