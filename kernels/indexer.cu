@@ -664,23 +664,61 @@ __device__ inline void finish_query_heads(int rows, int heads, QuerySlots q, Pre
   }
 }
 
+// A tile is up to kTileUnits consecutive units of kWarpEntries entries (one unit per warp of the pipeline);
+// a unit's records are 2176 bytes, a multiple of 16, so every tile starts on a 16-byte boundary.
+constexpr int kWarpEntries = 32;
+constexpr int kTileUnits = kFastTileEntries / kWarpEntries;
+constexpr int kUnitBytes = kWarpEntries * kKeyBytes;
+static_assert(kUnitBytes % 16 == 0, "bulk copies start on 16-byte boundaries");
+
+// A tile: `units` units from unit `unit`.
+struct KeyTile {
+  int unit, units;
+};
+
+// The tiles of one pipeline (fast_scores_kernel): round r < full its tile of kTileUnits units, the last round
+// (when units are left over) its even share of them.
+struct KeyRounds {
+  int pipeline, pipelines, full, rest, count;
+  __device__ KeyTile tile(int round) const {
+    if (round < full) return {(round * pipelines + pipeline) * kTileUnits, kTileUnits};
+    const int base = full * pipelines * kTileUnits;
+    const int lo = base + pipeline * rest / pipelines, hi = base + (pipeline + 1) * rest / pipelines;
+    return {lo, hi - lo};
+  }
+};
+__device__ inline KeyRounds key_rounds(int64_t count, int pipelines, int pipeline) {
+  const int units = static_cast<int>((count + kWarpEntries - 1) / kWarpEntries);
+  const int full = units / (pipelines * kTileUnits), rest = units - full * pipelines * kTileUnits;
+  return {pipeline, pipelines, full, rest, full + (rest > 0 ? 1 : 0)};
+}
+
 // Tile `tile` of key records into a stage, issued by one thread: its whole 16-byte chunks by one bulk copy
-// counted on `bar` (every tile but the last is 8704 bytes); fill_tile_tail completes a partial tile.
-__device__ inline void issue_tile(const FastArgs& a, int tile, uint32_t stage, uint32_t bar) {
-  const int64_t first = static_cast<int64_t>(tile) * kFastTileBytes;
-  const auto bytes =
-      static_cast<uint32_t>(min(a.count * kKeyBytes - first, int64_t{kFastTileBytes}) & ~int64_t{15});
+// counted on `bar` (an empty tile completes the phase without a copy); fill_tile_tail completes a tile that
+// reaches past the last whole chunk of the key buffer (only the buffer's last tile can).
+__device__ inline void issue_tile(const FastArgs& a, KeyTile tile, uint32_t stage, uint32_t bar) {
+  const int64_t first = static_cast<int64_t>(tile.unit) * kUnitBytes;
+  const auto bytes = static_cast<uint32_t>(
+      max(min(a.count * kKeyBytes - first, static_cast<int64_t>(tile.units) * kUnitBytes), int64_t{0}) &
+      ~int64_t{15});
   mbarrier_arrive_expect(bar, bytes);
   if (bytes > 0) bulk_load(stage, a.keys + first, bytes, bar);
 }
 
-// The last tile after its bulk copy: the tail of its last record (records are 68 bytes, a multiple of 4
-// but not of 16) by 4-byte loads, zeros past it (no access reaches past the key buffer). All threads of
-// the pipeline (`thread` = index in it).
-__device__ inline void fill_tile_tail(const FastArgs& a, int tile, uint8_t* stage, int thread) {
-  const int64_t first = static_cast<int64_t>(tile) * kFastTileBytes, left = a.count * kKeyBytes - first;
+// Whether the tile holds entries past the key buffer's end (the buffer's last tile when the key count is
+// not a multiple of kWarpEntries): fill_tile_tail completes it.
+__device__ inline bool tile_has_tail(const FastArgs& a, KeyTile tile) {
+  return tile.units > 0 && static_cast<int64_t>(tile.unit + tile.units) * kWarpEntries > a.count;
+}
+
+// That tile after its bulk copy: the tail of its last record (records are 68 bytes, a multiple of 4 but not
+// of 16) by 4-byte loads, zeros past it up to the end of its units (no access reaches past the key buffer).
+// All threads of the pipeline (`thread` = index in it).
+__device__ inline void fill_tile_tail(const FastArgs& a, KeyTile tile, uint8_t* stage, int thread) {
+  const int64_t first = static_cast<int64_t>(tile.unit) * kUnitBytes, left = a.count * kKeyBytes - first;
   auto* words = reinterpret_cast<uint32_t*>(stage);
-  for (int w = static_cast<int>(left / 16) * 4 + thread; w < kFastTileBytes / 4; w += kPipelineThreads)
+  for (int w = static_cast<int>(left / 16) * 4 + thread; w < tile.units * (kUnitBytes / 4);
+       w += kPipelineThreads)
     words[w] = 4 * w < left ? *reinterpret_cast<const uint32_t*>(a.keys + first + 4 * w) : 0u;
 }
 
@@ -897,7 +935,6 @@ __device__ inline float bf16_weight_term(uint32_t p, float ws) {
 
 // The key exponents of a warp's 32 records, as the lane (g, t) uses them: its record q = 0..3 is entry
 // g + 8q (m-tile q / 2, fragment row half q % 2), of which it decodes block t.
-constexpr int kWarpEntries = 32;
 struct KeyExponents {
   int shift[4];         // record q's block t exponent above the record's smallest (narrow_key_fragments)
   int ek;               // the smallest code of the record of entry g + 8t (the one the lane stores)
@@ -1116,13 +1153,14 @@ __global__ void __launch_bounds__(kPipes* kPipelineThreads, 1)
   __shared__ __align__(8) uint64_t stage_full[kPipes][kFastStages];   // the stage's bulk copy complete
   __shared__ __align__(8) uint64_t stage_empty[kPipes][kFastStages];  // the pipeline's warps read the stage
   const int rows = kOneRow ? 1 : static_cast<int>(min(static_cast<int64_t>(rows_cta), a.n - row0));
-  // Tile counts in 32 bits: key_count < 2^31 · 128 (68-byte records). A tile from full_tiles on has a
-  // partial last record or none past the end.
-  const int tiles = static_cast<int>((a.count + kFastTileEntries - 1) / kFastTileEntries);
-  const int full_tiles = static_cast<int>(a.count * kKeyBytes / kFastTileBytes);
-  // The pipeline's tiles: first, first + pipelines, ...
-  const int first = static_cast<int>(blockIdx.x) * kPipes + pipeline;
-  const int pipelines = static_cast<int>(gridDim.x) * kPipes;
+  // The key tiles, in rounds: in every round each pipeline of the grid takes one tile, of kTileUnits units
+  // (kWarpEntries entries each, one per warp) in all rounds but the last, which splits the units left
+  // over evenly (some tiles shorter or empty). So every pipeline, and every SM, gets the same number of
+  // units to within one. Was: tiles of four units dealt round-robin, which at 1M keys gave 68 SMs 64 units
+  // per pipeline and 64 SMs 60 (the s7 profile: busiest SM 72.3K cycles against an average of 69.1K).
+  // Unit counts in 32 bits: key_count < 2^31 · 32.
+  const KeyRounds rounds = key_rounds(a.count, static_cast<int>(gridDim.x) * kPipes,
+                                      static_cast<int>(blockIdx.x) * kPipes + pipeline);
   const uint32_t stage0 = shared_address(stages), full0 = shared_address(&stage_full[pipeline][0]),
                  empty0 = shared_address(&stage_empty[pipeline][0]);
   // The small loads the preparation waits for first, so that they do not queue behind the tile copies:
@@ -1141,10 +1179,8 @@ __global__ void __launch_bounds__(kPipes* kPipelineThreads, 1)
       mbarrier_init(&stage_empty[pipeline][s], kPipelineThreads / 32);
     }
     mbarrier_init_fence();
-    for (int s = 0; s < kFastStages - 1; ++s) {
-      const int tile = first + s * pipelines;
-      if (tile < tiles) issue_tile(a, tile, stage0 + s * kFastTileBytes, full0 + 8 * s);
-    }
+    for (int s = 0; s < kFastStages - 1 && s < rounds.count; ++s)
+      issue_tile(a, rounds.tile(s), stage0 + s * kFastTileBytes, full0 + 8 * s);
   }
   if (weight_thread) q.weights[threadIdx.x] = weight;
   if (static_cast<int>(threadIdx.x) < rows) row_visible[threadIdx.x] = visible;
@@ -1196,24 +1232,25 @@ __global__ void __launch_bounds__(kPipes* kPipelineThreads, 1)
   // A stage is released by each warp of the pipeline on its own (stage_empty, one arrival per warp): the
   // thread that refills it waits for that, the other warps go on (was: a pipeline barrier per tile, where
   // warps waited for the slowest, ~7 % of the stall samples in the s6 profile).
-  for (int tile = first; tile < tiles; tile += pipelines) {
-    // Issue the tile kFastStages - 1 ahead into the stage consumed last iteration, once every warp has
-    // released it (its phase of last iteration's use: parity of last iteration).
-    const int ahead = tile + (kFastStages - 1) * pipelines;
+  for (int round = 0; round < rounds.count; ++round) {
+    // Issue the tile kFastStages - 1 rounds ahead into the stage consumed last iteration, once every warp
+    // has released it (its phase of last iteration's use: parity of last iteration).
+    const int ahead = round + kFastStages - 1;
     const int ahead_stage = (stage + kFastStages - 1) % kFastStages;
-    if (thread == 0 && ahead < tiles) {
-      if (tile != first) mbarrier_wait(empty0 + 8 * ahead_stage, stage == 0 ? parity ^ 1u : parity);
-      issue_tile(a, ahead, stage0 + ahead_stage * kFastTileBytes, full0 + 8 * ahead_stage);
+    if (thread == 0 && ahead < rounds.count) {
+      if (round != 0) mbarrier_wait(empty0 + 8 * ahead_stage, stage == 0 ? parity ^ 1u : parity);
+      issue_tile(a, rounds.tile(ahead), stage0 + ahead_stage * kFastTileBytes, full0 + 8 * ahead_stage);
     }
     mbarrier_wait(full0 + 8 * stage, parity);
-    if (tile >= full_tiles) {  // the last tile: its tail by plain stores after every warp's earlier tiles
+    const KeyTile tile = rounds.tile(round);
+    if (tile_has_tail(a, tile)) {  // its tail by plain stores after every warp's earlier tiles
       pipeline_sync(pipeline);
       fill_tile_tail(a, tile, stages + stage * kFastTileBytes, thread);
       pipeline_sync(pipeline);
     }
-    {
-      const uint8_t* records = stages + stage * kFastTileBytes + pipeline_warp * kWarpEntries * kKeyBytes;
-      const int64_t entry0 = static_cast<int64_t>(tile) * kFastTileEntries + pipeline_warp * kWarpEntries;
+    if (pipeline_warp < tile.units) {  // a shorter tile of the last round leaves warps without a unit
+      const uint8_t* records = stages + stage * kFastTileBytes + pipeline_warp * kUnitBytes;
+      const int64_t entry0 = static_cast<int64_t>(tile.unit + pipeline_warp) * kWarpEntries;
       // Decoded once for all rows of the CTA.
       const KeyExponents k = key_exponents(records, lane, g, t);
       uint32_t frag_a[2][kFastBlocks][4];
