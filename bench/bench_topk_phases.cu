@@ -3,9 +3,11 @@
 // at the phase boundaries; printed per shape as the median over a few calls, in ns from the first stamp of
 // the call (the global timer) and in SM cycles within a kernel (the clock). The library build has no stamps;
 // the timed numbers are bench_topk's. Phases: short kernel 0 start, 1 loads + max, 2 guess L, 3 flags
-// counted, 4 candidates placed, 5 radix passes, 6 end; long rows in two launches: filter CTA (0, 0) 10
-// start, 11 L known (its sample taken), 12 end; merge CTA 0 13 past its wait (the filter grid done), 14
-// gathered, 5 radix passes, 15 end. Each shape's call is also timed (bench_topk's method) in the same run.
+// counted, 4 candidates placed, 5 radix passes, 6 end; long rows: filter CTA (0, 0) 10 start, 11 L known
+// (its sample taken), 12 its tiles filtered; the merging CTA of row 0 (the row's last filter CTA) 13 past its
+// ticket, 14 gathered, 5 radix passes, 15 end. Each shape's call is also timed (bench_topk's method) in the
+// same run; long rows are traced and timed again on the two-launch path (same-run A/B: 12 filter CTA end,
+// merge CTA 0 13 past its wait for the filter grid, 14 gathered, 5 radix passes, 15 end).
 // Session 6 timed rows of up to 16 chunks as one thread-block cluster (one launch, the candidates meeting in
 // the leader CTA through distributed shared memory): ~0.5 us faster at 4 chunks in two rounds, tied in the
 // third, 2-3 us slower at 16 chunks (cluster barriers ~0.3 us each, the leader waiting for the slowest CTA);
@@ -14,9 +16,11 @@
 // Own names for the entry points, so this copy never meets the library's.
 #define top_k_rows top_k_rows_phases
 #define top_k_workspace_bytes top_k_workspace_bytes_phases
+#define top_k_workspace_init top_k_workspace_init_phases
 #include "topk.cu"
 #undef top_k_rows
 #undef top_k_workspace_bytes
+#undef top_k_workspace_init
 
 #include <cuda_runtime.h>
 
@@ -53,7 +57,7 @@ Stamps traced_call(fc::ScoreType type, int64_t rows, int64_t n, const void* scor
   return stamps;
 }
 
-// The first stamp of the kernel that stamps `slot` (slot 5 is the short or merge kernel's).
+// The first stamp of the CTA that stamps `slot` (slot 5 is the short kernel's or the merging CTA's).
 int kernel_origin(int slot, const Stamps& stamps) {
   if (slot <= 6) return stamps[0][0] != 0 ? 0 : 13;
   return slot <= 12 ? 10 : 13;
@@ -64,19 +68,22 @@ unsigned long long median(std::vector<unsigned long long> values) {
   return values[values.size() / 2];
 }
 
-void trace_shape(fc::ScoreType type, int64_t n, int64_t rows, const void* scores, int32_t* out) {
+void trace_shape(fc::ScoreType type, int64_t n, int64_t rows, const void* scores, int32_t* out,
+                 const char* suffix) {
   const std::string name = std::string("topk512_") + (type == fc::ScoreType::kFp32 ? "fp32" : "bf16") + "_n" +
                            std::to_string(n) + "_b" + std::to_string(rows);
   if (!fb::selected(name)) return;
   fb::DeviceBuffer workspace(std::max<size_t>(1, fc::top_k_workspace_bytes_phases(rows, n, kK)));
+  fc::top_k_workspace_init_phases(workspace.as<void>(), workspace.bytes(), rows, nullptr);
   for (int i = 0; i < 3; ++i) traced_call(type, rows, n, scores, out, workspace);  // warm-up
   std::vector<Stamps> calls;
   for (int i = 0; i < kCalls; ++i) calls.push_back(traced_call(type, rows, n, scores, out, workspace));
   const double ms = fb::median_ms(nullptr, [&] {
     fc::top_k_rows_phases(scores, type, rows, n, kK, out, workspace.as<void>(), workspace.bytes(), nullptr);
   });
-  std::printf("  %-40s timed %.1f us\n", name.c_str(), ms * 1e3);
-  std::printf("  %-40s", name.c_str());
+  const std::string label = name + suffix;
+  std::printf("  %-40s timed %.1f us\n", label.c_str(), ms * 1e3);
+  std::printf("  %-40s", label.c_str());
   for (int slot = 0; slot < kSlots; ++slot) {
     if (calls[0][slot][0] == 0) continue;
     std::vector<unsigned long long> ns, cycles;
@@ -122,7 +129,12 @@ int main() {
     for (const fc::ScoreType type : {fc::ScoreType::kBf16, fc::ScoreType::kFp32}) {
       for (const auto& [n, rows] : kShapes) {
         const void* scores = type == fc::ScoreType::kFp32 ? f32.as<void>() : bf16.as<void>();
-        trace_shape(type, n, rows, scores, out.as<int32_t>());
+        trace_shape(type, n, rows, scores, out.as<int32_t>(), "");
+        if (n > fc::kShortMax) {
+          fc::topk_two_launch = true;
+          trace_shape(type, n, rows, scores, out.as<int32_t>(), " two-launch");
+          fc::topk_two_launch = false;
+        }
       }
     }
     FKV_CUDA_CHECK(cudaStreamDestroy(stream));
