@@ -318,11 +318,20 @@ __device__ inline uint32_t lower_key(uint32_t max_key, uint32_t bucket) {
   const uint32_t span = bucket_top(bucket);
   return max_key - kLowestValidKey <= span ? kLowestValidKey : max_key - span;
 }
-// Which sampled entry's bucket bounds the guess: about 2k entries of the row should be at or above the
-// rank-th largest of `samples` evenly spread ones (and at least 16 sampled entries, for a stable guess).
-__device__ inline uint32_t sample_rank(int64_t k, int64_t samples, int64_t n) {
-  const int64_t rank = (2 * k * samples + n - 1) / n;
-  return static_cast<uint32_t>(min(max(rank, int64_t{16}), int64_t{0x7FFFFFFF}));
+// Which sampled entry's bucket bounds the guess. Of `samples` evenly spread entries, about λ = k·samples/n
+// lie at or above the row's k-th largest (uniform rows: a Poisson count), and the guess fails (fewer than k
+// entries >= L) when the rank-th largest sampled entry lies above it: rank = max(2λ, λ + 4√λ + 8, 16) keeps
+// that below ~1e-6 for every λ (2λ alone, used up to session 6: 8e-3 at λ = 8, 3e-4 at λ = 16), at about
+// rank·n/samples candidates (2k for λ >= 32, 2.5k at λ = 16, 3.5k at λ = 8, 5k at λ = 4), but the middle
+// term stays below capacity/2 expected candidates (room for kept ones: overflow is the other failure).
+// Same arithmetic in every CTA of a row: the same rank.
+__device__ inline uint32_t sample_rank(int64_t k, int64_t samples, int64_t n, int64_t capacity) {
+  const float per_entry = static_cast<float>(samples) / static_cast<float>(n);
+  const float lambda = static_cast<float>(k) * per_entry;
+  const float margin =
+      fminf(lambda + 4.0f * sqrtf(lambda) + 8.0f, 0.5f * static_cast<float>(capacity) * per_entry);
+  const float rank = ceilf(fmaxf(2.0f * lambda, margin));
+  return rank >= 2147483647.0f ? 0x7FFFFFFFu : max(static_cast<uint32_t>(rank), 16u);
 }
 // By one warp: the smallest bucket whose cumulative count reaches `rank`, or kEveryBucket when the histogram
 // holds fewer entries.
@@ -652,7 +661,7 @@ __global__ void __launch_bounds__(kShortThreads, 1)
   TOPK_PHASE(1);
   if (valid_key(sample)) atomicAdd(&sample_hist[histogram_word(distance_bucket(max_key - sample))], 1u);
   __syncthreads();
-  uint32_t lower = lower_from_histogram(sample_hist, max_key, sample_rank(k, samples, n));
+  uint32_t lower = lower_from_histogram(sample_hist, max_key, sample_rank(k, samples, n, n));
   TOPK_PHASE(2);
   // Flags by float comparisons, counts scanned per warp; a failed guess (fewer than k flagged, not every
   // valid entry) is retaken with every valid entry, in the other count buffer.
@@ -707,14 +716,18 @@ struct FilterWorkspace {
 };
 
 // A row's sample for the guess: sample_count(n, k) entries of a row of n > kShortMax in evenly spaced runs of
-// 32 (the same in every CTA that takes it), up to kSamples / kThreads of them per thread. Rows of at most
-// 128·k entries take half: the rank is still >= 64 (about 2k entries expected above the guess, rarely
-// fewer than k), and every one-tile filter CTA pays the sample's loads and atomics.
+// 32 (the same in every CTA that takes it), up to kSamples / kThreads of them per thread. Every filter CTA
+// of the row pays for its loads, keys and atomics (s6: L known 2.6 us after the start with 4096 entries,
+// 3.3 us with 8192), so rows take half of kSamples wherever the candidates expected from its rank stay
+// within 3/8 of kCapacity (k = 512: rows up to 512K entries; the overflow chance is then negligible).
 template <typename T, int kThreads>
 using RowSample = T[kSamples / kThreads];
 
 __device__ inline int64_t sample_count(int64_t n, int64_t k) {
-  return n <= 128 * k ? kSamples / 2 : kSamples;
+  constexpr int64_t kHalf = kSamples / 2;
+  const bool half_fits =
+      static_cast<int64_t>(sample_rank(k, kHalf, n, kCapacity)) * n <= kCapacity * 3 / 8 * kHalf;
+  return half_fits ? kHalf : kSamples;
 }
 
 template <typename T, int kThreads>
@@ -760,7 +773,7 @@ __device__ uint32_t sampled_lower_key(const RowSample<T, kThreads>& sample, int6
     if (valid_key(keys[i])) atomicAdd(&hist[histogram_word(distance_bucket(max_key - keys[i]))], 1u);
   }
   __syncthreads();
-  return lower_from_histogram(hist, max_key, sample_rank(k, count, n));
+  return lower_from_histogram(hist, max_key, sample_rank(k, count, n, kCapacity));
 }
 
 // One tile of the filter: this thread's words of it tested against the threshold, the warps' counts exchanged

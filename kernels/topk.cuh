@@ -4,7 +4,7 @@
 // backend::cpu::select_top_k (lib/backend/cpu/topk.cpp); tests/gpu/test_topk.cpp checks it bit for bit.
 //
 // Mechanism: a lower bound L on the threshold is guessed from a sample of the row (its max and a log-scale
-// histogram of the distances to it, aiming at ~2k entries >= L); the entries >= L are gathered in index
+// histogram of the distances to it, aiming at 2k-5k entries >= L); the entries >= L are gathered in index
 // order (the scores are read once) and the exact radix select (digits of key − min candidate key) plus an
 // index-order compaction runs on those candidates only. The guess is verified, never trusted: with at least
 // k entries >= L the top k are all candidates; otherwise every valid entry is taken (short rows) or the row
