@@ -677,9 +677,11 @@ struct KeyTile {
 };
 
 // The tiles of one pipeline (fast_scores_kernel): round r < full its tile of kTileUnits units, the last round
-// (when units are left over) its even share of them.
+// (when units are left over) its even share of them. tail_round: the round whose tile holds entries past
+// the key buffer's end (the last pipeline's last tile when the key count is not a multiple of
+// kWarpEntries; else -1), which fill_tile_tail completes.
 struct KeyRounds {
-  int pipeline, pipelines, full, rest, count;
+  int pipeline, pipelines, full, rest, count, tail_round;
   __device__ KeyTile tile(int round) const {
     if (round < full) return {(round * pipelines + pipeline) * kTileUnits, kTileUnits};
     const int base = full * pipelines * kTileUnits;
@@ -690,12 +692,14 @@ struct KeyRounds {
 __device__ inline KeyRounds key_rounds(int64_t count, int pipelines, int pipeline) {
   const int units = static_cast<int>((count + kWarpEntries - 1) / kWarpEntries);
   const int full = units / (pipelines * kTileUnits), rest = units - full * pipelines * kTileUnits;
-  return {pipeline, pipelines, full, rest, full + (rest > 0 ? 1 : 0)};
+  const int rounds = full + (rest > 0 ? 1 : 0);
+  const bool tail = count % kWarpEntries != 0 && pipeline == pipelines - 1;
+  return {pipeline, pipelines, full, rest, rounds, tail ? rounds - 1 : -1};
 }
 
 // Tile `tile` of key records into a stage, issued by one thread: its whole 16-byte chunks by one bulk copy
-// counted on `bar` (an empty tile completes the phase without a copy); fill_tile_tail completes a tile that
-// reaches past the last whole chunk of the key buffer (only the buffer's last tile can).
+// counted on `bar` (an empty tile completes the phase without a copy); fill_tile_tail completes the tile that
+// reaches past the last whole chunk of the key buffer.
 __device__ inline void issue_tile(const FastArgs& a, KeyTile tile, uint32_t stage, uint32_t bar) {
   const int64_t first = static_cast<int64_t>(tile.unit) * kUnitBytes;
   const auto bytes = static_cast<uint32_t>(
@@ -705,15 +709,9 @@ __device__ inline void issue_tile(const FastArgs& a, KeyTile tile, uint32_t stag
   if (bytes > 0) bulk_load(stage, a.keys + first, bytes, bar);
 }
 
-// Whether the tile holds entries past the key buffer's end (the buffer's last tile when the key count is
-// not a multiple of kWarpEntries): fill_tile_tail completes it.
-__device__ inline bool tile_has_tail(const FastArgs& a, KeyTile tile) {
-  return tile.units > 0 && static_cast<int64_t>(tile.unit + tile.units) * kWarpEntries > a.count;
-}
-
-// That tile after its bulk copy: the tail of its last record (records are 68 bytes, a multiple of 4 but not
-// of 16) by 4-byte loads, zeros past it up to the end of its units (no access reaches past the key buffer).
-// All threads of the pipeline (`thread` = index in it).
+// The tile of KeyRounds::tail_round after its bulk copy: the tail of its last record (records are 68 bytes, a
+// multiple of 4 but not of 16) by 4-byte loads, zeros past it up to the end of its units (no access reaches
+// past the key buffer). All threads of the pipeline (`thread` = index in it).
 __device__ inline void fill_tile_tail(const FastArgs& a, KeyTile tile, uint8_t* stage, int thread) {
   const int64_t first = static_cast<int64_t>(tile.unit) * kUnitBytes, left = a.count * kKeyBytes - first;
   auto* words = reinterpret_cast<uint32_t*>(stage);
@@ -1047,13 +1045,13 @@ __device__ inline T reduce_to_lane(const T (&v)[4], int t, Add add) {
   return add(keep, __shfl_xor_sync(0xFFFFFFFFu, odd ? keep0 : keep1, 1));
 }
 
-// Scores of the warp's 32 entries (from entry0) for one row on the narrow-term path; lane t stores
-// entry g + 8t.
+// Scores of the warp's 32 entries for one row on the narrow-term path. Lane t stores entry g + 8t of them:
+// `entry` (its index; stores: entry < key count), at `out`, visible: the row's n_visible.
 template <int kHeads, int kUnroll, bool kBf16Weights>
 __device__ void score_narrow_entries(const FastArgs& a, const uint32_t (&frag_a)[2][kFastBlocks][4], int ek,
                                      const uint2* frags, const int4* starts, const float2* ws, int heads,
-                                     int64_t entry0, int64_t row, int64_t visible) {
-  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+                                     int64_t entry, bool stores, float* out, int64_t visible) {
+  const int lane = threadIdx.x & 31, t = lane & 3;
   // Lower and upper bounds of the head sums (any order; +0 start: an exact zero sum rounds up to +0, the
   // CPU's sign).
   float low[4] = {0.0f, 0.0f, 0.0f, 0.0f}, high[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -1076,11 +1074,10 @@ __device__ void score_narrow_entries(const FastArgs& a, const uint32_t (&frag_a)
     const double total = reduce_to_lane(exact, t, [](double x, double y) { return x + y; });
     if (!certain) result = round_bf16(__double2float_rn(total));
   }
-  const int64_t entry = entry0 + g + 8 * t;
-  if (entry >= a.count) return;
+  if (!stores) return;
   // × 2^(ek − 107): exact (a normal result, or a tiny one that is a multiple of 2^-133 on both sides).
   const float scale = __uint_as_float(static_cast<uint32_t>(ek + 20) << 23);
-  a.scores[row * a.count + entry] = entry < visible ? result * scale : -INFINITY;
+  *out = entry < visible ? result * scale : -INFINITY;
 }
 
 // A row whose queries are not MXFP4-exact: lane l scores entry entry0 + l from its record in the stage in
@@ -1140,15 +1137,16 @@ __global__ void __launch_bounds__(kPipes* kPipelineThreads, 1)
   const int64_t row0 = static_cast<int64_t>(blockIdx.y) * a.rows_per_cta;
   const int rows_cta = kOneRow ? 1 : a.rows_per_cta, heads = kHeads > 0 ? kHeads : a.heads;
   const int per_row = heads * kFastDim;
-  const int pipeline = static_cast<int>(threadIdx.x) / kPipelineThreads;
-  const int thread = static_cast<int>(threadIdx.x) % kPipelineThreads;
+  // Unsigned: shifts and masks (the tile loop recomputes them from the thread index where registers run out;
+  // signed, each took four instructions).
+  const int pipeline = static_cast<int>(threadIdx.x / kPipelineThreads);
+  const int thread = static_cast<int>(threadIdx.x % kPipelineThreads);
   // Shared memory: each pipeline's stages, then the query slots of the CTA's rows (all that the scoring
   // reads of the queries, except the raw rows of the exact path).
   uint8_t* stages = fast_smem + pipeline * kFastStages * kFastTileBytes;  // kFastStages tiles
   const QuerySlots q = query_slots(kPipes, rows_cta, heads);
   __shared__ PrepareShared prepare;
-  __shared__ int row_fast[kFastRows], row_span[kFastRows];
-  __shared__ int2 row_range[kFastRows];
+  __shared__ RowInfo row_shared[kFastRows];  // several rows: the preparation kernel's row results
   __shared__ int64_t row_visible[kFastRows];
   __shared__ __align__(8) uint64_t stage_full[kPipes][kFastStages];   // the stage's bulk copy complete
   __shared__ __align__(8) uint64_t stage_empty[kPipes][kFastStages];  // the pipeline's warps read the stage
@@ -1216,19 +1214,18 @@ __global__ void __launch_bounds__(kPipes* kPipelineThreads, 1)
     for (int i = static_cast<int>(threadIdx.x); i < rows * heads * kFastBlocks; i += kThreads)
       q.scales[i] = p.scales[row0 * heads * kFastBlocks + i];
     if (threadIdx.x < rows) {
-      row_fast[threadIdx.x] = p.fast[row0 + threadIdx.x];
-      row_span[threadIdx.x] = p.span[row0 + threadIdx.x];
-      row_range[threadIdx.x] = p.key_range[row0 + threadIdx.x];
+      row_shared[threadIdx.x] = {p.fast[row0 + threadIdx.x], p.key_range[row0 + threadIdx.x], visible,
+                                 p.span[row0 + threadIdx.x]};
     }
     __syncthreads();  // the row results and the barriers' initialization
   }
   const auto row_info = [&](int r) -> RowInfo {
     if constexpr (kOneRow) return one_row;
-    return {row_fast[r], row_range[r], row_visible[r], row_span[r]};
+    return row_shared[r];
   };
   int stage = 0;
   uint32_t parity = 0;  // of the stages' current use
-  const int pipeline_warp = warp % (kPipelineThreads / 32);
+  const int pipeline_warp = static_cast<int>((threadIdx.x / 32) % (kPipelineThreads / 32));
   // A stage is released by each warp of the pipeline on its own (stage_empty, one arrival per warp): the
   // thread that refills it waits for that, the other warps go on (was: a pipeline barrier per tile, where
   // warps waited for the slowest, ~7 % of the stall samples in the s6 profile).
@@ -1243,7 +1240,7 @@ __global__ void __launch_bounds__(kPipes* kPipelineThreads, 1)
     }
     mbarrier_wait(full0 + 8 * stage, parity);
     const KeyTile tile = rounds.tile(round);
-    if (tile_has_tail(a, tile)) {  // its tail by plain stores after every warp's earlier tiles
+    if (round == rounds.tail_round) {  // its tail by plain stores after every warp's earlier tiles
       pipeline_sync(pipeline);
       fill_tile_tail(a, tile, stages + stage * kFastTileBytes, thread);
       pipeline_sync(pipeline);
@@ -1257,7 +1254,12 @@ __global__ void __launch_bounds__(kPipes* kPipelineThreads, 1)
       if (k.narrow) narrow_key_fragments(records, k, g, t, frag_a);
       const int ek = k.ek;  // entry g + 8t
       const int records_offset = static_cast<int>(records - fast_smem);
-      for (int r = 0; r < rows; ++r) {
+      // The entry this lane stores on the narrow-term path (after the head-sum reduction) and its score's
+      // place in row r (64-bit index arithmetic once per 32 entries instead of once per row).
+      const int64_t entry = entry0 + g + 8 * t;
+      const bool stores = entry < a.count;
+      float* out = a.scores + row0 * a.count + entry;
+      for (int r = 0; r < rows; ++r, out += a.count) {
         const RowInfo row = row_info(r);
         if (!row.fast) {
           score_exact_entries(a, records_offset, entry0, row0 + r, row.visible);
@@ -1271,11 +1273,11 @@ __global__ void __launch_bounds__(kPipes* kPipelineThreads, 1)
           const auto* frags = reinterpret_cast<const uint2*>(q.frags + r * per_row / 4);
           if (row.fast & kRowBf16Weights) {
             score_narrow_entries<kHeads, kUnroll, true>(a, frag_a, ek, frags, q.starts + r * heads / 2,
-                                                        q.ws + r * heads / 2, heads, entry0, row0 + r,
+                                                        q.ws + r * heads / 2, heads, entry, stores, out,
                                                         row.visible);
           } else {
             score_narrow_entries<kHeads, kUnroll, false>(a, frag_a, ek, frags, q.starts + r * heads / 2,
-                                                         q.ws + r * heads / 2, heads, entry0, row0 + r,
+                                                         q.ws + r * heads / 2, heads, entry, stores, out,
                                                          row.visible);
           }
           continue;
