@@ -732,17 +732,33 @@ __device__ inline int64_t sample_count(int64_t n, int64_t k) {
 
 template <typename T, int kThreads>
 __device__ inline void load_sample(const T* data, int64_t n, int64_t k, RowSample<T, kThreads>& sample) {
-  // 32-bit offsets (n < 2^31; the last run ends at or before n - 1): the 64-bit form cost ~15 instructions
-  // per sampled entry (s6 profile: a third of a one-tile filter CTA's instructions were the sample's).
+  // 32-bit offsets and division (n < 2^31; the last run ends at or before n - 1): the 64-bit form cost ~15
+  // instructions per sampled entry (s6 profile: a third of a one-tile filter CTA's instructions were the
+  // sample's). Thread t takes entry t mod 32 of runs t / 32 + (kThreads / 32)·i: one pointer, a fixed step.
   const int64_t count = sample_count(n, k);
-  const auto stride = static_cast<uint32_t>((n - 32) / (count / 32 - 1));
+  const uint32_t stride = (static_cast<uint32_t>(n) - 32u) / static_cast<uint32_t>(count / 32 - 1);
   const int per_thread = static_cast<int>(count / kThreads);
+  const T* first = data + (threadIdx.x >> 5) * stride + (threadIdx.x & 31u);
+  const uint32_t step = kThreads / 32 * stride;
 #pragma unroll
   for (int i = 0; i < static_cast<int>(kSamples / kThreads); ++i) {
     if (i >= per_thread) break;  // the same in every thread
-    const uint32_t q = threadIdx.x + static_cast<uint32_t>(kThreads * i);
-    sample[i] = data[(q >> 5) * stride + (q & 31u)];
+    sample[i] = first[static_cast<uint32_t>(i) * step];
   }
+}
+
+// A sampled score's key: order_key's order with cheaper special cases (NaN as −∞ through fmaxf; −0 one
+// below +0), which only the guess sees (any L is exact; the same samples give the same L in every CTA).
+template <typename T>
+__device__ inline uint32_t sample_key(T score) {
+  float f;
+  if constexpr (sizeof(T) == 2)
+    f = __uint_as_float(static_cast<uint32_t>(score) << 16);
+  else
+    f = score;
+  const uint32_t u = __float_as_uint(fmaxf(f, -INFINITY));
+  const uint32_t flip = static_cast<uint32_t>(static_cast<int32_t>(u) >> 31) | 0x80000000u;
+  return (u ^ flip) & (sizeof(T) == 2 ? 0xFFFF0000u : 0xFFFFFFFFu);
 }
 
 // The keys of a thread's first `taken` sampled entries (0, an invalid key counted nowhere, for the rest) and
@@ -752,7 +768,7 @@ __device__ inline uint32_t sample_keys(const T (&sample)[N], int taken, uint32_t
   uint32_t local_max = 0;
 #pragma unroll
   for (int i = 0; i < N; ++i) {
-    keys[i] = i < taken ? order_key(sample[i]) : 0u;
+    keys[i] = i < taken ? sample_key(sample[i]) : 0u;
     local_max = max(local_max, keys[i]);
   }
   return local_max;
