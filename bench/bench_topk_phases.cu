@@ -137,6 +137,12 @@ int main() {
         }
       }
     }
+    // Two one-launch filter CTAs per SM (the merger's 64 KB of candidates in each): what the device grants.
+    int per_sm = 0;
+    FKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &per_sm, fc::top_k_filter_kernel<uint16_t, fc::kVector<uint16_t>, true>, fc::kFilterThreads,
+        fc::kCapacity * 2 * sizeof(uint32_t)));
+    std::printf("  one-launch filter kernel (BF16, aligned): %d CTAs per SM\n", per_sm);
     FKV_CUDA_CHECK(cudaStreamDestroy(stream));
     return EXIT_SUCCESS;
   } catch (const std::exception& e) {

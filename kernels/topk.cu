@@ -1134,6 +1134,16 @@ void allow_shared_memory(Kernel kernel, size_t bytes) {
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
 }
 
+// The one-launch filter kernel: the merger's candidate arrays (kCapacity keys and indices) in every CTA, and
+// the largest shared memory carveout, so that two CTAs per SM (~86 KB each) fit as the register budget
+// allows (the filter has no use for L1 capacity: every score is read once).
+template <typename Kernel>
+void allow_two_filter_ctas(Kernel kernel) {
+  allow_shared_memory(kernel, kCapacity * 2 * sizeof(uint32_t));
+  FKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                      cudaSharedmemCarveoutMaxShared));
+}
+
 // A launch configuration with one attribute (which must outlive the configuration's use).
 cudaLaunchConfig_t launch_config(dim3 grid, int threads, size_t shared_bytes, cudaStream_t stream,
                                  cudaLaunchAttribute* attribute) {
@@ -1180,8 +1190,8 @@ void launch(const T* scores, int64_t rows, int64_t n, int64_t k, int32_t* out, v
     allow_shared_memory(top_k_short_kernel<T, 1>, kShortMax * 2 * sizeof(uint32_t));
     allow_shared_memory(top_k_short_kernel<T, kVector<T>>, kShortMax * 2 * sizeof(uint32_t));
     allow_shared_memory(top_k_merge_kernel<T>, kCapacity * 2 * sizeof(uint32_t));
-    allow_shared_memory(top_k_filter_kernel<T, 1, true>, kCapacity * 2 * sizeof(uint32_t));
-    allow_shared_memory(top_k_filter_kernel<T, kVector<T>, true>, kCapacity * 2 * sizeof(uint32_t));
+    allow_two_filter_ctas(top_k_filter_kernel<T, 1, true>);
+    allow_two_filter_ctas(top_k_filter_kernel<T, kVector<T>, true>);
     allow_shared_memory(top_k_row_kernel<T>, kMaxCachedKeys * sizeof(uint32_t));
     return true;
   }();
