@@ -523,27 +523,14 @@ struct QuerySlots {
   float* weights;   // [rows, heads]
 };
 
-// Per-head results of the preparation's first phase and the rows' narrow-term constraints.
+// The one-row preparation's per-head results (prepare_query_row), which every warp reduces to the row's
+// (row_results).
 struct PrepareShared {
-  uint32_t codes[kFastRows][kMaxFastHeads];  // E8M0 code of block b in byte b
-  uint32_t info[kFastRows][kMaxFastHeads];   // smallest block code | spread << 8 | exact << 16
-  int key_lo[kFastRows], key_hi[kFastRows], spread_lo[kFastRows], spread_hi[kFastRows], usable[kFastRows];
-  int bf16_weights[kFastRows];  // every scaled weight of the row is a BF16 value
+  uint32_t info[kMaxFastHeads];  // smallest block code | spread << 8 | kHeadExact, kHeadUsable, kHeadBf16
+  int4 range[kMaxFastHeads];     // the head's narrow-term key range [x, y], its L = ilogb(w) + eq in z and w
 };
-
-// Whether row r is MXFP4-exact and its largest head spread (every lane gets both).
-struct RowCoding {
-  bool exact;
-  int span;
-};
-__device__ inline RowCoding row_coding(const PrepareShared& p, int r, int heads, int lane) {
-  uint32_t exact = 1, span = 0;
-  for (int h = lane; h < heads; h += 32) {
-    exact &= p.info[r][h] >> 16;
-    span = max(span, (p.info[r][h] >> 8) & 0xFFu);
-  }
-  return {__all_sync(0xFFFFFFFFu, exact) != 0, static_cast<int>(__reduce_max_sync(0xFFFFFFFFu, span))};
-}
+// MXFP4-exact; weight finite; scaled weight a BF16 value.
+constexpr uint32_t kHeadExact = 1u << 16, kHeadUsable = 1u << 17, kHeadBf16 = 1u << 18;
 
 // A row's results as the scores kernel's tile loop uses them.
 struct RowInfo {
@@ -553,113 +540,128 @@ struct RowInfo {
   int span;         // largest head spread of the row's block exponents (0: narrow)
 };
 
-// Row r's results from the in-kernel preparation (after its phase 2), on every lane of the warp.
-__device__ inline RowInfo row_results(const PrepareShared& p, int r, int heads, int lane, int64_t visible) {
-  const RowCoding row = row_coding(p, r, heads, lane);
-  const bool narrow = row.span <= kNarrowSpan;
-  const int lo = p.spread_lo[r], hi = p.spread_hi[r];
-  const bool ok = narrow && row.exact && p.usable[r] && lo >= 23 && hi <= 248 && hi - lo <= kMaxTermSpread;
-  return {row.exact ? kRowExact | (p.bf16_weights[r] ? kRowBf16Weights : 0) : 0,
-          ok ? make_int2(p.key_lo[r], p.key_hi[r]) : make_int2(1, 0), visible, narrow ? 0 : row.span};
+// The row's results from the per-head ones (after the preparation's barrier), on every lane of the warp:
+// MXFP4-exact, narrow (every head spans <= kNarrowSpan binades), the key range of the narrow-term path
+// (every head's, within the narrow tiles' [32, 223]; none unless the row is narrow, exact, its weights
+// finite and the heads' L within [23, 248] and kMaxTermSpread of each other).
+__device__ inline RowInfo row_results(const PrepareShared& p, int heads, int lane, int64_t visible) {
+  uint32_t flags = kHeadExact | kHeadUsable | kHeadBf16, span = 0;
+  int lo = 32, hi = 223, l_lo = 1 << 20, l_hi = -(1 << 20);
+  for (int h = lane; h < heads; h += 32) {
+    flags &= p.info[h];
+    span = max(span, (p.info[h] >> 8) & 0xFFu);
+    const int4 r = p.range[h];
+    lo = max(lo, r.x);
+    hi = min(hi, r.y);
+    l_lo = min(l_lo, r.z);
+    l_hi = max(l_hi, r.w);
+  }
+  flags = __reduce_and_sync(0xFFFFFFFFu, flags);
+  span = __reduce_max_sync(0xFFFFFFFFu, span);
+  lo = __reduce_max_sync(0xFFFFFFFFu, lo);
+  hi = __reduce_min_sync(0xFFFFFFFFu, hi);
+  l_lo = __reduce_min_sync(0xFFFFFFFFu, l_lo);
+  l_hi = __reduce_max_sync(0xFFFFFFFFu, l_hi);
+  const bool exact = (flags & kHeadExact) != 0, narrow = span <= kNarrowSpan;
+  const bool ok = narrow && exact && (flags & kHeadUsable) && l_lo >= 23 && l_hi <= 248 &&
+                  l_hi - l_lo <= kMaxTermSpread;
+  return {exact ? kRowExact | ((flags & kHeadBf16) ? kRowBf16Weights : 0) : 0,
+          ok ? make_int2(lo, hi) : make_int2(1, 0), visible, narrow ? 0 : static_cast<int>(span)};
 }
 
-constexpr int kPrepareBatch = 8;  // heads per warp whose loads are issued together (one latency)
+constexpr int kPrepareBatch = 2;  // heads per warp (32 heads over 16 warps) whose loads are issued together
 
-// The lane's four channels of the items (row, head) base, base + warps, .. (kPrepareBatch of them; zeros
-// past the last item).
-__device__ inline void load_query_batch(const FastArgs& a, int64_t row0, int items, int heads, int base,
-                                        float4 (&x)[kPrepareBatch]) {
+// The lane's four channels of heads base, base + warps, .. (kPrepareBatch of them; zeros past the last)
+// and their weights.
+struct QueryBatch {
+  float4 x[kPrepareBatch];
+  float w[kPrepareBatch];
+};
+__device__ inline QueryBatch load_query_batch(const FastArgs& a, int64_t row0, int heads, int base) {
   const int lane = threadIdx.x & 31, warps = static_cast<int>(blockDim.x >> 5);
+  QueryBatch b;
 #pragma unroll
   for (int i = 0; i < kPrepareBatch; ++i) {
-    const int item = base + i * warps;
-    x[i] = item < items ? reinterpret_cast<const float4*>(a.queries + (row0 * heads + item) * kFastDim)[lane]
-                        : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    const int head = base + i * warps;
+    b.x[i] = head < heads ? reinterpret_cast<const float4*>(a.queries + (row0 * heads + head) * kFastDim)[lane]
+                          : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    b.w[i] = head < heads ? a.weights[row0 * heads + head] : 0.0f;
   }
+  return b;
 }
 
-// Phase 1, for the items (row, head) = warp, warp + 16, ..: codes the head (code_head), stores its
-// unshifted doubled values in fragment order and its codes, exactness and spread. first: the warp's first
-// batch (load_query_batch at base = warp), loaded by the caller before the key tiles' bulk copies are
-// issued, so that these few loads do not queue behind them.
-__device__ inline void code_query_heads(const FastArgs& a, int64_t row0, int rows, int heads, QuerySlots q,
-                                        PrepareShared& p, const float4 (&first)[kPrepareBatch]) {
-  const int lane = threadIdx.x & 31, warp = static_cast<int>(threadIdx.x >> 5), items = rows * heads;
+// Narrow-term constants (narrow_terms below), per head: the accumulator start kAccBias − 96·Σ v_q and
+// ws = w·2^(eq − 127); per row the accepted key exponent range: every nonzero value normal for
+// ek >= 130 − eq (dot) and ek >= 130 − L (w·dot), L = ilogb(w) + eq, sums finite for ek <= 362 − eq and
+// ek <= 355 − L; the scaled chain normal for 23 <= L <= 248; the terms' spread within kMaxTermSpread. Zero
+// weights give zero terms either way.
+//
+// One query row, prepared by the CTA's warps: warp w codes heads w, w + 16, .. (code_head) and writes,
+// assuming the row narrow (the common case, decided only when every head is coded), the values shifted to
+// the head's smallest block exponent, the block scales and the narrow-term constants, with its per-head
+// results for row_results. One CTA barrier follows; a row that turns out exact but not narrow is rewritten
+// unshifted by finish_wide_row behind a second one (rare). first: the warp's first batch
+// (load_query_batch at base = warp), loaded before the key tiles' bulk copies are issued, so that these few
+// loads do not queue behind them.
+__device__ inline void prepare_query_row(const FastArgs& a, int64_t row0, int heads, QuerySlots q,
+                                         PrepareShared& p, const QueryBatch& first) {
+  const int lane = threadIdx.x & 31, warp = static_cast<int>(threadIdx.x >> 5);
   const int warps = static_cast<int>(blockDim.x >> 5);
   const int lane_word = fragment_word(0, lane);  // fragment_word(head, lane) = this + fragment_word(head, 0)
-  for (int base = warp; base < items; base += warps * kPrepareBatch) {
-    float4 x[kPrepareBatch];
-    if (base == warp) {
-#pragma unroll
-      for (int i = 0; i < kPrepareBatch; ++i) x[i] = first[i];
-    } else {
-      load_query_batch(a, row0, items, heads, base, x);
-    }
+  for (int base = warp; base < heads; base += warps * kPrepareBatch) {
+    const QueryBatch b = base == warp ? first : load_query_batch(a, row0, heads, base);
 #pragma unroll
     for (int i = 0; i < kPrepareBatch; ++i) {
-      const int item = base + i * warps;
-      if (item >= items) break;
-      const int r = item / heads, head = item - r * heads;
+      const int head = base + i * warps;
+      if (head >= heads) break;
       PreparedHead h;
-      const bool exact = code_head(x[i], h);
-      q.frags[r * heads * (kFastDim / 4) + fragment_word(head, 0) + lane_word] = h.doubled;
-      if ((lane & 7) == 0)
-        reinterpret_cast<uint8_t*>(&p.codes[r][head])[lane >> 3] = static_cast<uint8_t>(h.code);
-      if (lane == 0)
-        p.info[r][head] = static_cast<uint32_t>(h.low) | static_cast<uint32_t>(h.high - h.low) << 8 |
-                          (exact ? 1u : 0u) << 16;
+      const bool exact = code_head(b.x[i], h);
+      // A head spanning more than kNarrowSpan binades is in a wide row (rewritten by finish_wide_row): the
+      // bound keeps its values int8 and the shift defined.
+      int sum = 0;
+      const int shift = min(h.code - h.low, kNarrowSpan);
+      q.frags[fragment_word(head, 0) + lane_word] = shifted_values(h.doubled, shift, sum);
+      sum = __reduce_add_sync(0xFFFFFFFFu, sum);
+      if (lane < kFastBlocks)
+        q.scales[head * kFastBlocks + lane] = __uint_as_float(static_cast<uint32_t>(h.low - 2) << 23);
+      if (lane != 0) continue;
+      const float w = b.w[i];
+      int* starts = reinterpret_cast<int*>(q.starts) + (head / 2) * 4 + (head & 1);
+      starts[0] = starts[2] = kAccBias - kKeyOffset * sum;
+      // w·2^(low − 127) (= ldexpf: one rounding; low is in [3, 254] for an exact head).
+      const float ws = __fmul_rn(w, __uint_as_float(static_cast<uint32_t>(h.low) << 23));
+      reinterpret_cast<float*>(q.ws)[head] = ws;
+      int4 range = make_int4(-(1 << 20), 1 << 20, 1 << 20, -(1 << 20));  // a zero weight: no constraint
+      if (isfinite(w) && w != 0.0f) {
+        const int l = ilogbf(w) + h.low;
+        range = make_int4(max(130 - h.low, 130 - l), min(362 - h.low, 355 - l), l, l);
+      }
+      p.range[head] = range;
+      p.info[head] = static_cast<uint32_t>(h.low) | static_cast<uint32_t>(h.high - h.low) << 8 |
+                     (exact ? kHeadExact : 0u) | (isfinite(w) ? kHeadUsable : 0u) |
+                     (is_bf16_value(ws) ? kHeadBf16 : 0u);
     }
   }
 }
 
-// Narrow-term constants (narrow_terms below) are written for narrow, exact rows: per head the
-// accumulator start kAccBias − 96·Σ v_q and ws = w·2^(eq − 127); per row the accepted key exponent range:
-// every nonzero value normal for ek >= 130 − eq (dot) and ek >= 130 − L (w·dot), L = ilogb(w) + eq,
-// sums finite for ek <= 362 − eq and ek <= 355 − L; the scaled chain normal for 23 <= L <= 248; the
-// terms' spread within kMaxTermSpread. Zero weights give zero terms either way.
-//
-// Phase 2, per item: the values shifted when the row is narrow, the block scales, and for narrow exact
-// rows the head's narrow-term constants and its part of the row's key range.
-__device__ inline void finish_query_heads(int rows, int heads, QuerySlots q, PrepareShared& p) {
+// An exact row that is not narrow (some head spans more than kNarrowSpan binades; rare): the values
+// unshifted and the blocks' own scales, for the per-block path.
+__device__ inline void finish_wide_row(const FastArgs& a, int64_t row0, int heads, QuerySlots q) {
   const int lane = threadIdx.x & 31, warp = static_cast<int>(threadIdx.x >> 5);
+  const int warps = static_cast<int>(blockDim.x >> 5);
   const int lane_word = fragment_word(0, lane);
-  RowCoding row{};
-  int coded_row = -1;  // the row `row` describes (items of one row follow each other)
-  for (int item = warp; item < rows * heads; item += static_cast<int>(blockDim.x >> 5)) {
-    const int r = item / heads, head = item - r * heads;
-    if (r != coded_row) {  // warp-uniform
-      row = row_coding(p, r, heads, lane);
-      coded_row = r;
-    }
-    const bool narrow = row.span <= kNarrowSpan;
-    const int low = static_cast<int>(p.info[r][head] & 0xFFu);
-    const auto* codes = reinterpret_cast<const uint8_t*>(&p.codes[r][head]);
-    uint32_t& slot = q.frags[r * heads * (kFastDim / 4) + fragment_word(head, 0) + lane_word];
-    int sum = 0;
-    slot = shifted_values(slot, narrow ? codes[lane >> 3] - low : 0, sum);
-    if (lane < kFastBlocks) {
-      const int e = narrow ? low : codes[lane];
-      q.scales[(r * heads + head) * kFastBlocks + lane] =
-          row.exact ? __uint_as_float(static_cast<uint32_t>(e - 2) << 23) : 0.0f;
-    }
-    if (!(narrow && row.exact)) continue;
-    sum = __reduce_add_sync(0xFFFFFFFFu, sum);
-    if (lane != 0) continue;
-    const float w = q.weights[r * heads + head];
-    int* starts = reinterpret_cast<int*>(q.starts) + (r * heads / 2 + head / 2) * 4 + (head & 1);
-    starts[0] = starts[2] = kAccBias - kKeyOffset * sum;
-    // w·2^(low − 127) (= ldexpf: one rounding; low is in [3, 254] for an exact head).
-    const float ws = __fmul_rn(w, __uint_as_float(static_cast<uint32_t>(low) << 23));
-    reinterpret_cast<float*>(q.ws)[r * heads + head] = ws;
-    if (!is_bf16_value(ws)) atomicAnd(&p.bf16_weights[r], 0);
-    if (!isfinite(w)) {
-      atomicAnd(&p.usable[r], 0);
-    } else if (w != 0.0f) {
-      const int l = ilogbf(w) + low;
-      atomicMax(&p.key_lo[r], max(130 - low, 130 - l));
-      atomicMin(&p.key_hi[r], min(362 - low, 355 - l));
-      atomicMin(&p.spread_lo[r], l);
-      atomicMax(&p.spread_hi[r], l);
+  for (int base = warp; base < heads; base += warps * kPrepareBatch) {
+    const QueryBatch b = load_query_batch(a, row0, heads, base);
+#pragma unroll
+    for (int i = 0; i < kPrepareBatch; ++i) {
+      const int head = base + i * warps;
+      if (head >= heads) break;
+      PreparedHead h;
+      code_head(b.x[i], h);
+      q.frags[fragment_word(head, 0) + lane_word] = h.doubled;
+      const int code = __shfl_sync(0xFFFFFFFFu, h.code, (lane & 3) * 8);  // lane b < 4: block b's
+      if (lane < kFastBlocks)
+        q.scales[head * kFastBlocks + lane] = __uint_as_float(static_cast<uint32_t>(code - 2) << 23);
     }
   }
 }
@@ -1162,11 +1164,11 @@ __global__ void __launch_bounds__(kPipes* kPipelineThreads, 1)
   const uint32_t stage0 = shared_address(stages), full0 = shared_address(&stage_full[pipeline][0]),
                  empty0 = shared_address(&stage_empty[pipeline][0]);
   // The small loads the preparation waits for first, so that they do not queue behind the tile copies:
-  // one row's query heads (see code_query_heads), the head weights (rows·heads <= 256 threads), the rows'
-  // visible counts.
+  // one row's query heads and their weights (prepare_query_row), the head weights (rows·heads <= 256
+  // threads), the rows' visible counts.
   const int lane = threadIdx.x & 31, warp = static_cast<int>(threadIdx.x >> 5), g = lane >> 2, t = lane & 3;
-  float4 query_batch[kPrepareBatch];
-  if constexpr (kOneRow) load_query_batch(a, row0, rows * heads, heads, warp, query_batch);
+  QueryBatch query_batch{};
+  if constexpr (kOneRow) query_batch = load_query_batch(a, row0, heads, warp);
   const bool weight_thread = static_cast<int>(threadIdx.x) < rows * heads;
   const float weight = weight_thread ? a.weights[row0 * heads + threadIdx.x] : 0.0f;
   const int64_t visible = static_cast<int>(threadIdx.x) < rows ? a.visible[row0 + threadIdx.x] : 0;
@@ -1184,23 +1186,16 @@ __global__ void __launch_bounds__(kPipes* kPipelineThreads, 1)
   if (static_cast<int>(threadIdx.x) < rows) row_visible[threadIdx.x] = visible;
   RowInfo one_row{};  // one row: its results (below)
   if constexpr (kOneRow) {
-    if (threadIdx.x < rows) {
-      const int r = static_cast<int>(threadIdx.x);
-      prepare.key_lo[r] = 32;  // narrow tiles only have key exponents in [32, 223]
-      prepare.key_hi[r] = 223;
-      prepare.spread_lo[r] = 1 << 20;
-      prepare.spread_hi[r] = -(1 << 20);
-      prepare.usable[r] = 1;
-      prepare.bf16_weights[r] = 1;
+    prepare_query_row(a, row0, heads, q, prepare, query_batch);
+    __syncthreads();  // the per-head results, the weights and the barriers' initialization
+    // Every warp derives the row's results itself, into registers for the whole tile loop (from shared
+    // memory per tile they cost loads and the shared window's address each time: ~4 % of the stall samples
+    // in the s6 profile).
+    one_row = row_results(prepare, heads, lane, row_visible[0]);
+    if (one_row.fast && one_row.span != 0) {  // exact but not narrow (CTA-uniform; rare)
+      finish_wide_row(a, row0, heads, q);
+      __syncthreads();
     }
-    code_query_heads(a, row0, rows, heads, q, prepare, query_batch);
-    __syncthreads();  // phase 1, the weights and the barriers' initialization
-    finish_query_heads(rows, heads, q, prepare);
-    __syncthreads();  // phase 2
-    // Every warp derives the row's results itself, into registers for the whole tile loop (no writer warp
-    // and third barrier; from shared memory per tile they cost loads and the shared window's address each
-    // time: ~4 % of the stall samples in the s6 profile).
-    one_row = row_results(prepare, 0, heads, lane, row_visible[0]);
   } else {  // copy the preparation kernel's results
     wait_for_previous_grid();
     const PreparedQueries& p = a.prepared;

@@ -229,6 +229,14 @@ TEST_CASE("gpu index scores are bit-identical to the CPU backend's", "[gpu][inde
   check_scores(4, 32, 128, 2000, bf16_redo, ++s);
   check_scores(1, 32, 128, 3001, bf16_tiny, ++s);
   check_scores(3, 32, 128, 3001, bf16_huge, ++s);
+  // One row whose heads span more than three binades (prepared as narrow, then rewritten unshifted for the
+  // per-block path), with 32 and 64 heads; and one at the border (spans around three).
+  check_scores(1, 32, 128, 700, ScoreCase{true, false, 0, 2}, ++s);
+  ScoreCase wide = bf16;
+  wide.query_spread = 2;
+  check_scores(1, 64, 128, 700, wide, ++s);
+  wide.query_spread = 1;
+  check_scores(1, 32, 128, 700, wide, ++s);
   // Key counts past one round of the grid's tiles (132 SMs x 4 pipelines x 128 entries = 67584 keys on an
   // H200): full rounds of whole tiles, then the rest split evenly (70001: most of those tiles empty), the
   // last record partial.
