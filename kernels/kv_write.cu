@@ -63,6 +63,10 @@ template <bool kFaithful>
 constexpr int kWindowCtasPerSm = kFaithful ? 4 : 3;
 template <bool kFaithful>
 constexpr int kCompressorCtasPerSm = kFaithful ? 4 : 3;
+// Key kernel: 3 CTAs (80 registers) since session 7: with its four pairs' cos/sin computed ahead of RMSNorm
+// (rope_trig: twelve more live values) it spilled 56/108 B at 64 registers (A/B: [64_regs] in the bench).
+template <bool kFaithful>
+constexpr int kKeyCtasPerSm = 3;
 constexpr unsigned kFullMask = 0xffffffffu;
 // A fast RMSNorm value this many fp32 ulps or fewer from a BF16 rounding midpoint takes the double path
 // (norm_estimate: the argument needs > 2.51; 3 declines 7 of every 65536 values, 5.4% of 512-channel rows;
@@ -73,6 +77,7 @@ constexpr uint32_t kMidpointMargin = 3;
 // registers and moves.
 constexpr unsigned kAblateRope = 1, kAblateNormFallback = 4, kAblateNormAndRope = 8;
 constexpr unsigned kAblateUncappedRegisters = 16;  // all three kernels, records still valid
+constexpr unsigned kAblateKeys64Registers = 32;    // key kernel at 4 CTAs per SM, records still valid
 unsigned g_window_ablation = 0;
 
 // ---- row loads and stores -------------------------------------------------------------------------------
@@ -355,21 +360,24 @@ __device__ double newton_inverse_root(double mean_square) {
   return __fma_rn(__dmul_rn(0.5, r), e, r);
 }
 
-// Faithful fast path: bf16(fp32(w·(x/root))) is the BF16 rounding of the fp32 estimate RN(w·RN(x·r)), r =
+// Faithful fast path: bf16(fp32(w·(x/root))) is the BF16 rounding of the fp32 estimate RN(RN(w·x)·r), r =
 // RN32(newton_inverse_root(mean square)) (relative error at most 2^-24 + 2^-39.4 + 2^-45, the last from the
 // any-order Σx²; with the two products' roundings the estimate is within (3 + 2^-15)·2^-24 relative, i.e.
 // 3.0001 fp32 ulps at the estimate; the CPU's double value is within 2^-52 of exact) whenever the estimate
 // is more than kMidpointMargin ulps from a BF16 rounding midpoint M (low half 0x8000): then the exact value,
 // the CPU's double and its fp32 rounding all lie strictly on the estimate's side (an accepted estimate is at
 // least margin + 1 = 4 ulps from M, the exact value at least 4 − 3.0001 ulps, and the CPU's fp32 rounding of
-// its double moves it by at most half an ulp; margin > 2.51 suffices; host check in
-// docs/perf-notes/kv-write.md). The estimate must also be at least 2^-60: with |w| < 2^60 the product x·r did
-// not underflow (>= 2^-120); a NaN r (mean square outside the fp32 range) fails that too. Nothing overflows:
-// |x|·r <= sqrt(dim)·(1 + 2^-22) < 2^4.6 for any channel of the row (the mean square is at least x²/dim), and
-// the lane's weights are below 2^60 (lane_weights_bounded; lanes whose weights are not take the CPU's
-// expression for every channel).
+// its double moves it by at most half an ulp; margin > 2.51 suffices; host check
+// tools/exactness-checks/rmsnorm_inverse_root.cpp). w·x comes first (session 7; was RN(w·RN(x·r)), the same
+// bound): it does not depend on the row's Σx², so its 16 products issue while the reduction's shuffles are in
+// flight. The estimate must also be at least 2^-60 (estimates_tiny): r <= 2^60·(1 + 2^-22) (the mean square
+// is at least 2^-120), so then |w·x| > 2^-122 did not underflow; a NaN r (mean square outside [2^-120,
+// 2^120]) fails that too. Nothing overflows: with |w| < 2^60 (lane_weights_bounded; lanes whose weights are
+// not take the CPU's expression for every channel) w·x can reach 2^128 only for |x| > 2^68, whose row has a
+// mean square above 2^127 and so a NaN r; and |e| <= |w|·sqrt(dim)·(1 + 2^-22) < 2^65 (the mean square is at
+// least x²/dim).
 __device__ float norm_estimate(float x, float w, float inverse_root) {
-  return __fmul_rn(w, __fmul_rn(x, inverse_root));
+  return __fmul_rn(__fmul_rn(w, x), inverse_root);
 }
 
 __device__ bool norm_estimate_declined(float estimate) {
@@ -393,12 +401,13 @@ __device__ uint32_t bf16x2_min(uint32_t a, uint32_t b);
 
 // The range half of the fast path's test, on the lane's estimates rounded to BF16 (its packed pairs): whether
 // any is below 2^-60 in magnitude (zeros too, as norm_estimate_declined), or the inverse root is not a
-// number. With r finite, x finite and |w| < 2^60 (the lane's weights are bounded, or every channel is
-// declined) every estimate is finite (|e| < 2^65) and not NaN, so |BF16(e)|'s bits order as its magnitudes;
-// an accepted e is at least 2^-60 − 2^-69 > 2^-61, so x·r (> 2^-121) and e did not underflow, which is all
-// the estimate's error bound needs. One mask per pair and a BF16 min tree, ~15 instructions per row instead
-// of a second running key on every estimate (~24: round s6r1, the decline test and fallback cost the window
-// kernel 20% of its time). Host check: tools/exactness-checks/rmsnorm_inverse_root.cpp.
+// number. With r finite (then w·x did not overflow: norm_estimate), x finite and |w| < 2^60 (the lane's
+// weights are bounded, or every channel is declined) every estimate is finite (|e| < 2^65) and not NaN, so
+// |BF16(e)|'s bits order as its magnitudes; an accepted e is at least 2^-60 − 2^-69 > 2^-61, so w·x (>
+// 2^-122) and e did not underflow, which is all the estimate's error bound needs. One mask per pair and a
+// BF16 min tree, ~15 instructions per row instead of a second running key on every estimate (~24: round s6r1,
+// the decline test and fallback cost the window kernel 20% of its time). Host check:
+// tools/exactness-checks/rmsnorm_inverse_root.cpp.
 __device__ bool estimates_tiny(const uint32_t (&packed)[kChannels / 2], float inverse_root) {
   uint32_t m[kChannels / 4];
 #pragma unroll
@@ -560,9 +569,9 @@ __device__ void rms_norm_chunk(const float (&x)[kChannels], const Reload& reload
                                bool weights_bounded, double eps, int dim, int lane_in_row, int first_lane,
                                int significand_bits, ChannelPair<kFaithful> (&packed)[kChannels / 2],
                                unsigned ablate = 0) {
-  const double any_order = any_order_sum_of_squares<kLanes>(x);
   const float4* w4 = reinterpret_cast<const float4*>(weight + lane_in_row * kChannels);
   if constexpr (!kFaithful) {
+    const double any_order = any_order_sum_of_squares<kLanes>(x);
     const double mean_square =
         mean_square_of(exact_sum_of_squares<kLanes>(x, any_order, first_lane, significand_bits), dim, eps);
 #pragma unroll
@@ -577,16 +586,24 @@ __device__ void rms_norm_chunk(const float (&x)[kChannels], const Reload& reload
       }
     }
   } else {
-    const float inverse_root = __double2float_rn(newton_inverse_root(mean_square_of(any_order, dim, eps)));
-    DeclineKeys keys;
+    // w·x before the reduction (norm_estimate): independent of it, so the products fill its latency
+    float wx[kChannels];
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
       const float4 w = __ldg(w4 + q);
       const float ws[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+      for (int i = 0; i < 4; ++i) wx[4 * q + i] = __fmul_rn(ws[i], x[4 * q + i]);
+    }
+    const double any_order = any_order_sum_of_squares<kLanes>(x);
+    const float inverse_root = __double2float_rn(newton_inverse_root(mean_square_of(any_order, dim, eps)));
+    DeclineKeys keys;
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
       float e[4];
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        e[i] = norm_estimate(x[4 * q + i], ws[i], inverse_root);
+        e[i] = __fmul_rn(wx[4 * q + i], inverse_root);  // norm_estimate
         keys.add(e[i]);
       }
       packed[2 * q] = bf16x2_bits(e[0], e[1]);
@@ -789,8 +806,9 @@ struct RopeFrequencies {
 
 // Called by every thread of the CTA before its rows (one barrier).
 __device__ void load_rope_frequencies(const RopeParams& rope, RopeFrequencies& freqs) {
-  if (threadIdx.x < static_cast<unsigned>(rope.rope_dim / 2)) {
-    const double f = __ldg(rope.freqs + threadIdx.x);
+  if (threadIdx.x < 32) {  // pairs past rope_dim / 2: 0 (rope_trig reads all of a lane's slots)
+    const double f =
+        threadIdx.x < static_cast<unsigned>(rope.rope_dim / 2) ? __ldg(rope.freqs + threadIdx.x) : 0.0;
     freqs.f64[threadIdx.x] = f;
     freqs.f32[threadIdx.x] = static_cast<float>(f);
   }
@@ -838,24 +856,54 @@ struct RopeLane {
   }
 };
 
-// A faithful lane's kPairs pairs p = lane_in_row + j·kLanes of the row's table, when the row rotates the
-// largest rope_dim it allows: the fast paths stage by stage (a key lane has four: their chains interleave)
-// without a branch between them, then the rare declined pairs (rotate_pair_exact) behind one branch.
-template <int kLanes, int kPairs>
-__device__ void rotate_lane_pairs(int64_t position, const RopeLane<true>& rl) {
-  const float position_f = __ll2float_rn(position);
+// The largest rope_dim a row of kLanes lanes allows (64 for the V4 rows: 32 pairs) and a lane's share of its
+// pairs (window rows 1, keys 4).
+template <int kLanes>
+constexpr int kMaxRopePairs = kChannels / 2 * kLanes < 32 ? kChannels / 2 * kLanes : 32;
+template <int kLanes>
+constexpr int kLaneRopePairs = kMaxRopePairs<kLanes> / kLanes;
+
+// A faithful lane's angles and fp32 cos/sin (cos_sin_f32) for its pairs p = lane_in_row + j·kLanes of the
+// largest rope_dim. They depend only on the position, so the row computes them first (rope_trig), where
+// their independent chains fill the latency of the RMSNorm reduction (s7 profile: each warp issued one
+// instruction per ~9.4 cycles, the row being a dependent chain; the Σx² shuffle tree alone held 20% of the
+// window kernel's stall samples), instead of after the owners' stores, on the row's critical path. Clean
+// rows (double angles) keep their own per-pair path: RopeTrig<.., false> is empty.
+template <int kLanes, bool kFaithful>
+struct RopeTrig {
+  static constexpr int kPairs = kLaneRopePairs<kLanes>;
   float angle[kPairs], c[kPairs], s[kPairs];
+};
+template <int kLanes>
+struct RopeTrig<kLanes, false> {};
+
+template <int kLanes, bool kFaithful>
+__device__ RopeTrig<kLanes, kFaithful> rope_trig(int64_t position, const RopeLane<kFaithful>& rl) {
+  RopeTrig<kLanes, kFaithful> t;
+  if constexpr (kFaithful) {
+    const float position_f = __ll2float_rn(position);
 #pragma unroll
-  for (int j = 0; j < kPairs; ++j) {
-    angle[j] = __fmul_rn(position_f, rl.freqs->f32[rl.lane_in_row + j * kLanes]);
-    cos_sin_f32(angle[j], rl.freqs->sin_cos, c[j], s[j]);
+    for (int j = 0; j < RopeTrig<kLanes, kFaithful>::kPairs; ++j) {
+      // f32[p] is 0 past rope_dim / 2 (load_rope_frequencies): unused then (rope_chunk's generic path)
+      t.angle[j] = __fmul_rn(position_f, rl.freqs->f32[rl.lane_in_row + j * kLanes]);
+      cos_sin_f32(t.angle[j], rl.freqs->sin_cos, t.c[j], t.s[j]);
+    }
   }
+  return t;
+}
+
+// A faithful lane's pairs p = lane_in_row + j·kLanes of the row's table, when the row rotates the largest
+// rope_dim it allows: the fast paths stage by stage (a key lane has four: their chains interleave) without a
+// branch between them, then the rare declined pairs (rotate_pair_exact) behind one branch.
+template <int kLanes>
+__device__ void rotate_lane_pairs(const RopeTrig<kLanes, true>& t, const RopeLane<true>& rl) {
+  constexpr int kPairs = RopeTrig<kLanes, true>::kPairs;
   uint32_t open = 0;  // bit j: pair j declined
 #pragma unroll
   for (int j = 0; j < kPairs; ++j) {
     uint32_t& pair = rl.table[rl.lane_in_row + j * kLanes];
     uint32_t rotated;
-    if (rotate_pair_fast(pair, angle[j], c[j], s[j], rotated)) {
+    if (rotate_pair_fast(pair, t.angle[j], t.c[j], t.s[j], rotated)) {
       pair = rotated;
     } else {
       open |= 1u << j;
@@ -865,7 +913,7 @@ __device__ void rotate_lane_pairs(int64_t position, const RopeLane<true>& rl) {
 #pragma unroll
     for (int j = 0; j < kPairs; ++j) {
       uint32_t& pair = rl.table[rl.lane_in_row + j * kLanes];
-      if (open & (1u << j)) pair = rotate_pair_exact(pair, angle[j]);
+      if (open & (1u << j)) pair = rotate_pair_exact(pair, t.angle[j]);
     }
   }
 }
@@ -873,7 +921,7 @@ __device__ void rotate_lane_pairs(int64_t position, const RopeLane<true>& rl) {
 // Rotates the row's last rope_dim channels (held as pairs) by position·f_i (RopeLane has the data flow).
 template <int kLanes, bool kFaithful>
 __device__ void rope_chunk(ChannelPair<kFaithful> (&pairs)[kChannels / 2], int64_t position,
-                           const RopeLane<kFaithful>& rl) {
+                           const RopeLane<kFaithful>& rl, const RopeTrig<kLanes, kFaithful>& trig) {
   if (rl.owner) {
     if (rl.whole_chunks) {
       store_pairs(rl.chunk, pairs);
@@ -892,14 +940,13 @@ __device__ void rope_chunk(ChannelPair<kFaithful> (&pairs)[kChannels / 2], int64
       rl.table[p] = rotate_pair(rl.table[p], static_cast<double>(position), rl.freqs->f64[p]);
     }
   };
-  // The largest rope_dim a row allows (64 for the V4 rows) unrolled: the independent cos/sin chains of a
-  // lane's pairs interleave, and no loop runs.
-  constexpr int kMaxPairs = kLanes * kChannels / 2 < 32 ? kLanes * kChannels / 2 : 32;
-  constexpr int kLanePairs = kMaxPairs / kLanes;
-  if (rl.pairs == kMaxPairs) {
+  // The largest rope_dim a row allows (64 for the V4 rows) unrolled, from the row's RopeTrig (faithful): no
+  // loop runs.
+  if (rl.pairs == kMaxRopePairs<kLanes>) {
     if constexpr (kFaithful) {
-      rotate_lane_pairs<kLanes, kLanePairs>(position, rl);
+      rotate_lane_pairs<kLanes>(trig, rl);
     } else {
+      constexpr int kLanePairs = kLaneRopePairs<kLanes>;
 #pragma unroll
       for (int j = 0; j < kLanePairs; ++j) rotate(rl.lane_in_row + j * kLanes);
     }
@@ -1516,11 +1563,14 @@ __global__ void __launch_bounds__(kThreads, kMinCtas) window_write_kernel(Window
         if constexpr (kAblate & kAblateNormAndRope) {
           write(x);
         } else {
+          const RopeTrig<kLanes, kFaithful> trig = rope_trig<kLanes>(position, rope_lane);  // before RMSNorm
           ChannelPair<kFaithful> pairs[kChannels / 2];
           rms_norm_chunk<kLanes, kFaithful>(x, reload, a.norm_weight, weights_bounded, a.eps, kDim,
                                             lanes.lane_in_row, lanes.first_lane, significand_bits, pairs,
                                             kAblate);
-          if constexpr (!(kAblate & kAblateRope)) rope_chunk<kLanes, kFaithful>(pairs, position, rope_lane);
+          if constexpr (!(kAblate & kAblateRope)) {
+            rope_chunk<kLanes, kFaithful>(pairs, position, rope_lane, trig);
+          }
           if constexpr (kFaithful) {
             write(pairs);
           } else {
@@ -1551,6 +1601,9 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
   const auto finish = [&](float(&x)[kChannels], const auto& reload, int64_t index, bool active,
                           const RowLanes<kDim>& lanes) {
     const int64_t entry = first + index;
+    // position-only work first (RopeTrig; the record's page lookup): it overlaps the RMSNorm reduction
+    const RopeTrig<kLanes, kFaithful> trig = rope_trig<kLanes>(entry * kRatio, rope_lane);
+    uint8_t* const record = entry_pages.address(entry);
     ChannelPair<kFaithful> pairs[kChannels / 2];
     rms_norm_chunk<kLanes, kFaithful>(x, reload, a.norm_weight, weights_bounded, a.eps, kDim,
                                       lanes.lane_in_row, lanes.first_lane, significand_bits, pairs);
@@ -1558,10 +1611,9 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
       const int64_t offset = (index * kDim + lanes.lane_in_row * kChannels) / 2;
       store_pairs(static_cast<ChannelPair<kFaithful>*>(a.latents) + offset, pairs);
     }
-    rope_chunk<kLanes, kFaithful>(pairs, entry * kRatio, rope_lane);
+    rope_chunk<kLanes, kFaithful>(pairs, entry * kRatio, rope_lane, trig);
     unpack_pairs(pairs, x);
-    store_record<RecordKind::kEntry, kFaithful>(entry_pages.address(entry), kDim, lanes.lane_in_row, x,
-                                                active, &reciprocals);
+    store_record<RecordKind::kEntry, kFaithful>(record, kDim, lanes.lane_in_row, x, active, &reciprocals);
   };
   if constexpr (kRatio == 1) {  // entry j is token j's row, j − start of the chunk
     __shared__ InputRing<kRingUnits<kDim>> ring;
@@ -1656,16 +1708,18 @@ __global__ void __launch_bounds__(kThreads, kMinCtas) index_key_write_kernel(Ind
       a.count, a.keys, ring,
       [&](float(&x)[kChannels], const auto& reload, int64_t index, bool active, const RowLanes<kDim>& lanes) {
         const int64_t entry = a.first_entry + index;
+        // position-only work first (RopeTrig; the key's page lookup): it overlaps the RMSNorm reduction
+        const RopeTrig<kLanes, kFaithful> trig = rope_trig<kLanes>(entry * a.ratio, rope_lane);
+        uint8_t* const record = key_pages.address(entry);
         ChannelPair<kFaithful> pairs[kChannels / 2];
         rms_norm_chunk<kLanes, kFaithful>(x, reload, a.norm_weight, weights_bounded, a.eps, kDim,
                                           lanes.lane_in_row, lanes.first_lane, significand_bits, pairs);
-        rope_chunk<kLanes, kFaithful>(pairs, entry * a.ratio, rope_lane);
+        rope_chunk<kLanes, kFaithful>(pairs, entry * a.ratio, rope_lane, trig);
         if constexpr (kFaithful) {
-          store_mxfp4_pairs(key_pages.address(entry), kDim, lanes.lane_in_row, pairs, active);
+          store_mxfp4_pairs(record, kDim, lanes.lane_in_row, pairs, active);
         } else {
           unpack_pairs(pairs, x);
-          store_record<RecordKind::kKey, kFaithful>(key_pages.address(entry), kDim, lanes.lane_in_row, x,
-                                                    active);
+          store_record<RecordKind::kKey, kFaithful>(record, kDim, lanes.lane_in_row, x, active);
         }
       });
 }
@@ -1776,8 +1830,12 @@ struct PoolingCompressorKernels {
 template <int kDim, bool kFaithful>
 struct KeyKernels {
   static auto get() {
+    if constexpr (kDim == 128 && kFaithful) {  // bench A/B (V4 key shape only)
+      if ((g_window_ablation & kAblateKeys64Registers) != 0)
+        return index_key_write_kernel<kDim, kFaithful, 4>;
+    }
     return uncapped_registers() ? index_key_write_kernel<kDim, kFaithful, 1>
-                                : index_key_write_kernel<kDim, kFaithful, kWindowCtasPerSm<kFaithful>>;
+                                : index_key_write_kernel<kDim, kFaithful, kKeyCtasPerSm<kFaithful>>;
   }
 };
 

@@ -1,7 +1,7 @@
 // Checks kv_write.cu's RMSNorm fast path (r = RN32(one double Newton step from rsqrt.approx, eps0 up to 2^-20),
-// estimate RN(w·RN(x·r)), margin 3) and the fallback's double w·(x·r1) (decided at 2^-39) against the CPU's
-// bf16(fp32(w·(x/sqrt(ms)))). Cases: 400000 rows (argv[1]) x 512 channels = 2.048·10^8, with zeros and tiny x.
-// Expected: "total 204800000 fast 201157114 declined 1.7788% bad 0 | fallback decided 443981 of 3642886, bad 0".
+// estimate RN(RN(w·x)·r) since session 7 (was RN(w·RN(x·r)); argv[2] = "old" checks that one), margin 3) and the
+// fallback's double w·(x·r1) (decided at 2^-39) against the CPU's bf16(fp32(w·(x/sqrt(ms)))). Cases: 400000 rows
+// (argv[1]) x 512 channels = 2.048·10^8, with zeros and tiny x. Expected (README): bad 0 on both paths.
 #include <cmath>
 #include <cstdio>
 #include <cstdint>
@@ -29,12 +29,16 @@ static bool dnorm_ok; static double dnorm(float x, float w, double r1){ dnorm_ok
 }
 int main(int argc, char** argv){
   const int rows = argc > 1 ? atoi(argv[1]) : 400000;
+  const bool old_order = argc > 2 && std::strcmp(argv[2], "old") == 0;
+  // "wide": x scales 2^-100 … 2^59 and weight scales 2^-60 … 2^59 (w·x near fp32 underflow and overflow)
+  const bool wide = argc > 2 && std::strcmp(argv[2], "wide") == 0;
+  std::uniform_int_distribution<int> wide_x(-100, 59), wide_w(-60, 55);
   std::mt19937_64 rng(12); std::normal_distribution<float> n(0,1); std::uniform_int_distribution<int> pick(0,63);
   long bad=0, fast=0, total=0, fb_bad=0, fb_dec=0, fb_tot=0; const int dim=512;
   std::vector<float> x(dim), w(dim);
   for (int row=0; row<rows; ++row){
-    float scale = std::ldexp(1.0f, (int)(pick(rng)) - 32);
-    float wscale = std::ldexp(1.0f, (int)(pick(rng)%40) - 20);
+    float scale = std::ldexp(1.0f, wide ? wide_x(rng) : (int)(pick(rng)) - 32);
+    float wscale = std::ldexp(1.0f, wide ? wide_w(rng) : (int)(pick(rng)%40) - 20);
     for (int c=0;c<dim;++c){ float v=n(rng)*scale; int r=pick(rng); if(r==0) v=0; if(r==1) v*=1e-12f; x[c]=bf16(v); w[c]=n(rng)*wscale; }
     double S=0; for (int c=0;c<dim;++c) S += (double)x[c]*(double)x[c];
     double eps = (row%2)?1e-6:1e-20;
@@ -51,7 +55,7 @@ int main(int argc, char** argv){
     const float r = (float)r1;
     double root = std::sqrt(ms);
     for (int c=0;c<dim;++c){
-      float e = w[c] * (x[c]*r);
+      const float e = old_order ? w[c] * (x[c] * r) : (w[c] * x[c]) * r;
       ++total;
       float cpu = bf16((float)((double)w[c] * ((double)x[c]/root)));
       if (std::fabs(w[c]) >= 0x1p60f) continue;
@@ -64,5 +68,5 @@ int main(int argc, char** argv){
       if (bf16(e) != cpu) { if (bad<10) printf("bad x %g w %g e %a cpu %a\n", x[c], w[c], e, cpu); ++bad; }
     }
   }
-  printf("total %ld fast %ld declined %.4f%% bad %ld | fallback decided %ld of %ld, bad %ld\n", total, fast, 100.0*(total-fast)/total, bad, fb_dec, fb_tot, fb_bad);
+  printf("%s: total %ld fast %ld declined %.4f%% bad %ld | fallback decided %ld of %ld, bad %ld\n", old_order ? "RN(w·RN(x·r))" : wide ? "RN(RN(w·x)·r) wide" : "RN(RN(w·x)·r)", total, fast, 100.0*(total-fast)/total, bad, fb_dec, fb_tot, fb_bad);
 }
