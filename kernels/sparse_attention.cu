@@ -1570,12 +1570,17 @@ void launch_online_shared(const SparseAttentionArgs& args, int key_stride, float
 constexpr int kWsThreads = 384;
 constexpr int kProducerThreads = 128;
 constexpr int kProducerMarker = kThreads;  // the producer thread that writes its profile marks
-// setmaxnreg's split of the register file (256·C + 128·P = 65,536): the consumers hold O (128 fp32 per
-// thread) and their records (5 per chunk), the producer its records (8 or 12 chunks in flight)
+// setmaxnreg's split of the CTA's register pool, which is what the launch allocated: 384 threads x 168
+// (65,536 / 384 rounded down to the allocation granule of 8), so 256·C + 128·P <= 64,512 (an increase beyond
+// what the decreases freed never completes). The consumers hold O (128 fp32 per thread) and their records
+// (5 registers per chunk), the producer its records. 200 / 104: the consumers spill a few loop values (~15
+// L1-resident local accesses per tile); 208 / 88 spilled ~130-210 B in the producer's decode instead.
 template <int kConsumerChunks>
-constexpr int kConsumerRegisters = kConsumerChunks >= 4 ? 208 : 200;  // (208 - 205 used)
+constexpr int kConsumerRegisters = 200;
 template <int kConsumerChunks>
-constexpr int kProducerRegisters = (65536 - 256 * kConsumerRegisters<kConsumerChunks>) / 128;
+constexpr int kProducerRegisters = (kWsThreads * 168 - 256 * kConsumerRegisters<kConsumerChunks>) / 128 / 8 *
+                                   8;
+static_assert(256 * kConsumerRegisters<4> + 128 * kProducerRegisters<4> <= kWsThreads * 168, "the pool");
 // The split of a tile's keys (a kernel parameter, kConsumerChunks): the consumers decode chunks
 // [0, kConsumerChunks) of TileRecords<64, 256> (keys [0, 8·kConsumerChunks)), the producer chunks
 // [2·kConsumerChunks, 16) of TileRecords<64, 128> (the other keys).
@@ -1657,7 +1662,7 @@ template <int kConsumerChunks>
 __device__ void ws_produce(const Layout& s, const KeySource& src, int tiles, uint8_t* buffers,
                            WsBarriers& bars) {
   using Records = TileRecords<kTileKeys, kProducerThreads>;
-  // (<2>: a window of four spilled ~150 B at 112 registers, three spill 44 B of loop invariants)
+  // (<2>: a window of four spilled ~150 B at 112 registers; three spill ~90 B at 104)
   constexpr int kBatch = 2, kWindow = kConsumerChunks >= 4 ? 4 : 3;
   constexpr int kBegin = 2 * kConsumerChunks, kBatches = (Records::kChunks - kBegin) / kBatch;
   static_assert(kBegin + kBatch * kBatches == Records::kChunks && kBatches >= kWindow, "whole batches");
