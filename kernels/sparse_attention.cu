@@ -1663,8 +1663,8 @@ __device__ void ws_produce(const Layout& s, const KeySource& src, int tiles, uin
                            WsBarriers& bars) {
   using Records = TileRecords<kTileKeys, kProducerThreads>;
   // (<2>: a window of four spilled ~150 B at 112 registers; three spill ~90 B at 104)
-  constexpr int kBatch = 2, kWindow = kConsumerChunks >= 4 ? 4 : 3;
-  constexpr int kBegin = 2 * kConsumerChunks, kBatches = (Records::kChunks - kBegin) / kBatch;
+  constexpr int kBatch = 2, kBegin = 2 * kConsumerChunks, kBatches = (Records::kChunks - kBegin) / kBatch;
+  constexpr int kWindow = std::min(kConsumerChunks >= 4 ? 4 : 3, kBatches);
   static_assert(kBegin + kBatch * kBatches == Records::kChunks && kBatches >= kWindow, "whole batches");
   Records records;
   const auto load_batch = [&](auto batch, int tile) {
