@@ -4,14 +4,14 @@
 // the call (the global timer) and in SM cycles within a kernel (the clock). The library build has no stamps;
 // the timed numbers are bench_topk's. Phases: short kernel 0 start, 1 loads + max, 2 guess L, 3 flags
 // counted, 4 candidates placed, 5 radix passes, 6 end; long rows: filter CTA (0, 0) 10 start, 11 L known
-// (its sample taken), 12 its tiles filtered; the merging CTA of row 0 (the row's last filter CTA) 13 past its
-// ticket, 14 gathered, 5 radix passes, 15 end. Each shape's call is also timed (bench_topk's method) in the
-// same run; long rows are traced and timed again on the two-launch path (same-run A/B: 12 filter CTA end,
-// merge CTA 0 13 past its wait for the filter grid, 14 gathered, 5 radix passes, 15 end).
-// Session 6 timed rows of up to 16 chunks as one thread-block cluster (one launch, the candidates meeting in
-// the leader CTA through distributed shared memory): ~0.5 us faster at 4 chunks in two rounds, tied in the
-// third, 2-3 us slower at 16 chunks (cluster barriers ~0.3 us each, the leader waiting for the slowest CTA);
-// removed in session 7.
+// (its sample taken), 12 its tiles filtered; 16 the last of row 0's CTAs to reach its ticket (about; the
+// last to write the stamp; ns only); the merging CTA of row 0 (the row's last filter CTA) 13 past its ticket,
+// 14 gathered, 5 radix passes, 15 end. Each shape's call is also timed (bench_topk's method) in the same run;
+// long rows are traced and timed again on the two-launch path (same-run A/B: 12 filter CTA end, merge CTA 0
+// 13 past its wait for the filter grid, 14 gathered, 5 radix passes, 15 end). Session 6 timed rows of up to
+// 16 chunks as one thread-block cluster (one launch, the candidates meeting in the leader CTA through
+// distributed shared memory): ~0.5 us faster at 4 chunks in two rounds, tied in the third, 2-3 us slower at
+// 16 chunks (cluster barriers ~0.3 us each, the leader waiting for the slowest CTA); removed in session 7.
 #define FLASHKV_TOPK_PHASES 1
 // Own names for the entry points, so this copy never meets the library's.
 #define top_k_rows top_k_rows_phases
@@ -60,7 +60,7 @@ Stamps traced_call(fc::ScoreType type, int64_t rows, int64_t n, const void* scor
 // The first stamp of the CTA that stamps `slot` (slot 5 is the short kernel's or the merging CTA's).
 int kernel_origin(int slot, const Stamps& stamps) {
   if (slot <= 6) return stamps[0][0] != 0 ? 0 : 13;
-  return slot <= 12 ? 10 : 13;
+  return slot <= 12 || slot == 16 ? 10 : 13;
 }
 
 unsigned long long median(std::vector<unsigned long long> values) {

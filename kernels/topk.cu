@@ -984,6 +984,7 @@ __global__ void __launch_bounds__(kFilterThreads, 2)
   if (threadIdx.x == 0) ws.counts[row_chunks + blockIdx.x] = written;
   TOPK_PHASE(12);
   if constexpr (kMerge) {
+    TOPK_STAMP_IF(blockIdx.y == 0, 16);  // the last writer: about the last of row 0's CTAs to get here
     if (!last_of_row(ws.tickets + row)) return;
     extern __shared__ uint32_t candidate_keys[];
     const bool stamps = blockIdx.y == 0;  // the merging CTA of row 0
