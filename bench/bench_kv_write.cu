@@ -220,6 +220,8 @@ int main() try {
   bench_keys(262144, common, copy_gbs, stream, "index_key_mxfp4[uncapped_regs]");
   fc::set_window_ablation_for_bench(32);  // the key kernel at 64 registers (4 CTAs) instead of 80 (3)
   bench_keys(262144, common, copy_gbs, stream, "index_key_mxfp4[64_regs]");
+  fc::set_window_ablation_for_bench(64);  // the general key kernel (RoPE through the shared-memory exchange)
+  bench_keys(262144, common, copy_gbs, stream, "index_key_mxfp4[exchange]");
   fc::set_window_ablation_for_bench(0);
   for (const int64_t n : sizes) bench_entries(2, std::max<int64_t>(2, n), common, copy_gbs, stream);
   for (const int64_t n : sizes) bench_entries(1, n, common, copy_gbs, stream);

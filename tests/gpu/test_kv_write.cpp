@@ -152,6 +152,26 @@ void compare_records(const std::vector<uint8_t>& gpu, const std::vector<uint8_t>
   CHECK(far == 0);
 }
 
+// The key launcher's arguments: BF16 rows (faithful) or fp32 (clean) of the same keys.
+fc::IndexKeyWriteArgs key_write_args(fc::KvNumerics numerics, const uint16_t* bf16, const float* f32,
+                                     int64_t count, int key_dim, int64_t first, int ratio,
+                                     const float* weight, double eps, fc::RopeParams rope,
+                                     fc::RecordPagesView records) {
+  fc::IndexKeyWriteArgs k;
+  k.numerics = numerics;
+  k.keys =
+      faithful(numerics) ? fc::DeviceRows{bf16, fc::RowType::kBf16} : fc::DeviceRows{f32, fc::RowType::kFp32};
+  k.count = count;
+  k.key_dim = key_dim;
+  k.first_entry = first;
+  k.ratio = ratio;
+  k.norm_weight = weight;
+  k.eps = eps;
+  k.rope = rope;
+  k.records = records;
+  return k;
+}
+
 struct Shape {
   int dim;
   int rope_dim;
@@ -401,19 +421,11 @@ void check_compressor(int ratio, const Shape& shape, int key_dim, int64_t total,
     // The wk GEMM stays on the CPU here (the split of kv_write.cuh): its output feeds the key launcher.
     DeviceArray<float> d_keys_f32(owner.key_rows);
     DeviceArray<uint16_t> d_keys_bf16(to_bf16_bits(owner.key_rows));
-    fc::IndexKeyWriteArgs k;
-    k.numerics = numerics;
-    k.keys = faithful(numerics) ? fc::DeviceRows{d_keys_bf16.data(), fc::RowType::kBf16}
-                                : fc::DeviceRows{d_keys_f32.data(), fc::RowType::kFp32};
-    k.count = count;
-    k.key_dim = key_dim;
-    k.first_entry = first;
-    k.ratio = ratio;
-    k.norm_weight = d_k_norm.data();
-    k.eps = shape.eps;
-    k.rope = {d_key_freqs.data(), static_cast<int>(key_rope.rope_dim)};
-    k.records = keys.view();
-    fc::write_index_keys(k, nullptr);
+    fc::write_index_keys(
+        key_write_args(numerics, d_keys_bf16.data(), d_keys_f32.data(), count, key_dim, first, ratio,
+                       d_k_norm.data(), shape.eps, {d_key_freqs.data(), static_cast<int>(key_rope.rope_dim)},
+                       keys.view()),
+        nullptr);
     FKV_CUDA_CHECK(cudaDeviceSynchronize());
 
     // The latents the GEMM reads: BF16 bits (faithful) or fp32 (clean), as the CPU's.
@@ -452,6 +464,48 @@ void check_compressor(int ratio, const Shape& shape, int key_dim, int64_t total,
   compare_records(gpu_keys, owner.keys, key_bytes, numerics, "index keys");
 }
 
+// V4 index keys written straight from rows with tiny channels and exact zeros (random_rows), not from the
+// wk GEMM of check_compressor (whose outputs rarely need the exact Σx² or the fallbacks): the key kernel's
+// RMSNorm then takes its exact-sum (the CPU's summation order) and fallback paths. BF16 rows (faithful) run
+// the halves kernel, whose lanes hold 8 channels of each half of the key (kv_write.cu, LaneSpan).
+void check_keys(int64_t count, int64_t first, int ratio, fc::KvNumerics numerics, uint64_t seed) {
+  INFO("keys: count " << count << " first " << first << " ratio " << ratio << " faithful "
+                      << faithful(numerics) << " seed " << seed);
+  constexpr int kKeyDim = 128, kRopeDim = 64;
+  std::mt19937_64 rng(seed);
+  const std::vector<float> rows = random_rows(count, kKeyDim, 1.0f, true, rng);
+  const std::vector<float> weight = norm_weight(kKeyDim, rng);
+  const be::RopeTable rope = rope_table(kRopeDim, numerics);
+  std::vector<int64_t> positions(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) positions[static_cast<size_t>(i)] = (first + i) * ratio;
+  const double eps = 1e-20;
+  const std::vector<uint8_t> expected =
+      cpu_records(rows, kKeyDim, positions, weight, eps, rope, be::RecordFormat::kMxfp4, numerics);
+  const size_t record = fc::key_record_bytes(numerics, kKeyDim);
+  const int64_t per_page = 7, pages = (first + count) / per_page + 1;
+  std::vector<int32_t> table(static_cast<size_t>(pages));
+  for (int64_t p = 0; p < pages; ++p) table[static_cast<size_t>(p)] = static_cast<int32_t>(pages - 1 - p);
+  DeviceArray<uint8_t> pool(static_cast<size_t>(pages * per_page) * record);
+  pool.fill_bytes(0x5A);
+  DeviceArray<int32_t> d_table(table);
+  DeviceArray<uint16_t> d_bf16(to_bf16_bits(rows));
+  DeviceArray<float> d_f32(rows), d_weight(weight);
+  DeviceArray<double> d_freqs(rope.freqs);
+  fc::write_index_keys(key_write_args(numerics, d_bf16.data(), d_f32.data(), count, kKeyDim, first, ratio,
+                                      d_weight.data(), eps, {d_freqs.data(), kRopeDim},
+                                      {pool.data(), d_table.data(), per_page, static_cast<int64_t>(record)}),
+                       nullptr);
+  FKV_CUDA_CHECK(cudaDeviceSynchronize());
+  const std::vector<uint8_t> arena = pool.download();
+  std::vector<uint8_t> got(static_cast<size_t>(count) * record);
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t j = first + i, page = table[static_cast<size_t>(j / per_page)];
+    std::memcpy(got.data() + static_cast<size_t>(i) * record,
+                arena.data() + static_cast<size_t>(page * per_page + j % per_page) * record, record);
+  }
+  compare_records(got, expected, record, numerics, "index keys");
+}
+
 constexpr Shape kV41{512, 64, 1e-20};
 constexpr Shape kSmall{64, 16, 1e-6};
 
@@ -485,6 +539,26 @@ TEST_CASE("kv_write: compressed entries and index keys equal the CPU engine's", 
     check_compressor(1, kV41, 128, tokens, numerics, rng());
     check_compressor(2, kSmall, 32, tokens / 2 + 1, numerics, rng());
   }
+}
+
+TEST_CASE("kv_write: index keys from rows with tiny channels and zeros equal the CPU engine's",
+          "[gpu][kv_write]") {
+  const bool small = flashkv::test::small_scale();
+  const uint64_t seed = flashkv::test::fresh_seed();
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int64_t> first(0, 1 << 18);
+  for (const fc::KvNumerics numerics : {fc::KvNumerics::kFaithful, fc::KvNumerics::kClean}) {
+    for (const int64_t count :
+         small ? std::vector<int64_t>{1, 5, 301} : std::vector<int64_t>{1, 5, 301, 4099}) {
+      check_keys(count, first(rng), 4, numerics, rng());
+    }
+  }
+  // one CTA: every warp walks many key groups through its ring (refills, the idle tail rows)
+  struct GridLimit {
+    GridLimit() { fc::set_grid_limit_for_tests(1); }
+    ~GridLimit() { fc::set_grid_limit_for_tests(0); }
+  } limit;
+  check_keys(small ? 203 : 2003, first(rng), 4, fc::KvNumerics::kFaithful, rng());
 }
 
 TEST_CASE("kv_write: one CTA streams many rows per warp through its input rings", "[gpu][kv_write]") {
