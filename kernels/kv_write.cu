@@ -451,7 +451,7 @@ struct DeclineKeys {
   __device__ bool declined() const { return near <= ((2 * kMidpointMargin) << 16 | 0xffffu); }
 };
 
-__device__ uint32_t bf16x2_min(uint32_t a, uint32_t b);
+__device__ uint32_t bf16x2_min_abs(uint32_t a, uint32_t b);
 
 // The range half of the fast path's test, on the lane's estimates rounded to BF16 (its packed pairs): whether
 // any is below 2^-60 in magnitude (zeros too, as norm_estimate_declined), or the inverse root is not a
@@ -465,10 +465,10 @@ __device__ uint32_t bf16x2_min(uint32_t a, uint32_t b);
 __device__ bool estimates_tiny(const uint32_t (&packed)[kChannels / 2], float inverse_root) {
   uint32_t m[kChannels / 4];
 #pragma unroll
-  for (int i = 0; i < kChannels / 4; ++i)
-    m[i] = bf16x2_min(packed[2 * i] & 0x7fff7fffu, packed[2 * i + 1] & 0x7fff7fffu);
-  const uint32_t both = bf16x2_min(bf16x2_min(m[0], m[1]), bf16x2_min(m[2], m[3]));
-  return (min(both & 0xffffu, both >> 16) < 0x2180u) | !(inverse_root > 0.0f);  // 0x2180: 2^-60 in BF16
+  for (int i = 0; i < kChannels / 4; ++i) m[i] = bf16x2_min_abs(packed[2 * i], packed[2 * i + 1]);
+  uint32_t both = bf16x2_min_abs(bf16x2_min_abs(m[0], m[1]), bf16x2_min_abs(m[2], m[3]));
+  both = bf16x2_min_abs(both, __byte_perm(both, 0, 0x1032));     // both halves hold the minimum
+  return ((both & 0x7fffu) < 0x2180u) | !(inverse_root > 0.0f);  // 0x2180: 2^-60 in BF16
 }
 
 // Whether this lane's 16 norm weights are finite and below 2^60 in magnitude (once per kernel).
@@ -1339,9 +1339,17 @@ __device__ uint32_t bf16x2_max(uint32_t a, uint32_t b) {
   asm("max.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
   return d;
 }
-__device__ uint32_t bf16x2_max_nan(uint32_t a, uint32_t b) {
+// min(|a|, |b|) per half, with the sign bit the XOR of the inputs' (mask it before use): the abs is free in
+// HMNMX2 (.XORSIGN with |a|, |b| operands), where masking both inputs cost two LOP3 per pair.
+__device__ uint32_t bf16x2_min_abs(uint32_t a, uint32_t b) {
   uint32_t d;
-  asm("max.NaN.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  asm("min.xorsign.abs.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+// max(|a|, |b|) per half, NaN-propagating, sign bit as bf16x2_min_abs.
+__device__ uint32_t bf16x2_max_abs_nan(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("max.NaN.xorsign.abs.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
   return d;
 }
 
@@ -1360,11 +1368,10 @@ __device__ uint32_t e2m1x2_codes_bf16x2(uint32_t q, uint32_t sign_source) {
 __device__ float pairs_amax(const uint32_t (&pairs)[kChannels / 2]) {
   uint32_t m[kChannels / 4];
 #pragma unroll
-  for (int i = 0; i < kChannels / 4; ++i)
-    m[i] = bf16x2_max_nan(pairs[2 * i] & 0x7fff7fffu, pairs[2 * i + 1] & 0x7fff7fffu);
-  m[0] = bf16x2_max_nan(bf16x2_max_nan(m[0], m[1]), bf16x2_max_nan(m[2], m[3]));
-  m[0] = bf16x2_max_nan(m[0], __byte_perm(m[0], 0, 0x1032));  // both halves hold the max
-  return __uint_as_float(m[0] << 16);
+  for (int i = 0; i < kChannels / 4; ++i) m[i] = bf16x2_max_abs_nan(pairs[2 * i], pairs[2 * i + 1]);
+  m[0] = bf16x2_max_abs_nan(bf16x2_max_abs_nan(m[0], m[1]), bf16x2_max_abs_nan(m[2], m[3]));
+  m[0] = bf16x2_max_abs_nan(m[0], __byte_perm(m[0], 0, 0x1032));  // both halves hold the max
+  return fabsf(__uint_as_float(m[0] << 16));                      // the sign bit is an XOR of signs
 }
 
 // The E2M1 codes of the four BF16 pairs pairs[first … first+3] in one word (channel order, two per byte), for
@@ -1405,10 +1412,10 @@ __device__ void store_mxfp4_pairs(uint8_t* record, int dim, int lane_in_row,
 
 // NaN-propagating max of the magnitudes of four BF16 pairs pairs[first … first+3], as fp32.
 __device__ float pairs_amax4(const uint32_t (&pairs)[kChannels / 2], int first) {
-  uint32_t m = bf16x2_max_nan(bf16x2_max_nan(pairs[first] & 0x7fff7fffu, pairs[first + 1] & 0x7fff7fffu),
-                              bf16x2_max_nan(pairs[first + 2] & 0x7fff7fffu, pairs[first + 3] & 0x7fff7fffu));
-  m = bf16x2_max_nan(m, __byte_perm(m, 0, 0x1032));  // both halves hold the max
-  return __uint_as_float(m << 16);
+  uint32_t m = bf16x2_max_abs_nan(bf16x2_max_abs_nan(pairs[first], pairs[first + 1]),
+                                  bf16x2_max_abs_nan(pairs[first + 2], pairs[first + 3]));
+  m = bf16x2_max_abs_nan(m, __byte_perm(m, 0, 0x1032));  // both halves hold the max
+  return fabsf(__uint_as_float(m << 16));                // the sign bit is an XOR of signs
 }
 
 // A 4-byte word at `dst` (4-byte aligned for the V4 68-byte keys; bytewise otherwise).
