@@ -63,10 +63,12 @@ template <bool kFaithful>
 constexpr int kWindowCtasPerSm = kFaithful ? 4 : 3;
 template <bool kFaithful>
 constexpr int kCompressorCtasPerSm = kFaithful ? 4 : 3;
-// Key kernel: 3 CTAs (80 registers) since session 7: with its four pairs' cos/sin computed ahead of RMSNorm
-// (rope_trig: twelve more live values) it spilled 56/108 B at 64 registers (A/B: [64_regs] in the bench).
+// Key kernels: as the window's. With the four pairs' cos/sin computed ahead of RMSNorm (rope_trig: twelve
+// more live values) the key kernel spilled 56/108 B at 64 registers until the norm weights moved to shared
+// memory (NormWeights); now the halves kernel fits 64 without a spill (the general one spills 4/12 B). A/B:
+// [80_regs] in the bench (3 CTAs).
 template <bool kFaithful>
-constexpr int kKeyCtasPerSm = 3;
+constexpr int kKeyCtasPerSm = kFaithful ? 4 : 3;
 constexpr unsigned kFullMask = 0xffffffffu;
 // A fast RMSNorm value this many fp32 ulps or fewer from a BF16 rounding midpoint takes the double path
 // (norm_estimate: the argument needs > 2.51; 3 declines 7 of every 65536 values, 5.4% of 512-channel rows;
@@ -77,7 +79,7 @@ constexpr uint32_t kMidpointMargin = 3;
 // registers and moves.
 constexpr unsigned kAblateRope = 1, kAblateNormFallback = 4, kAblateNormAndRope = 8;
 constexpr unsigned kAblateUncappedRegisters = 16;  // all three kernels, records still valid
-constexpr unsigned kAblateKeys64Registers = 32;    // key kernel at 4 CTAs per SM, records still valid
+constexpr unsigned kAblateKeys80Registers = 32;    // key kernel at 3 CTAs per SM, records still valid
 constexpr unsigned kAblateKeysExchange = 64;       // V4 keys by the general kernel (RoPE exchange), valid
 unsigned g_window_ablation = 0;
 
@@ -148,13 +150,12 @@ struct LaneSpan {
       : lo(split ? 8 * lane_in_row : kChannels * lane_in_row),
         hi(split ? dim / 2 + 8 * lane_in_row : kChannels * lane_in_row + 8),
         halves(split) {}
-  // the lane's norm weights for channels 4q … 4q+3 (q < 4) and channel i
+  // the lane's norm weights for channels 4q … 4q+3 (q < 4) and channel i, from the CTA's shared copy
+  // (NormWeights)
   __device__ float4 weights(const float* weight, int q) const {
-    return __ldg(reinterpret_cast<const float4*>(weight + (q < 2 ? lo : hi)) + (q & 1));
+    return reinterpret_cast<const float4*>(weight + (q < 2 ? lo : hi))[q & 1];
   }
-  __device__ float weight_of(const float* weight, int i) const {
-    return __ldg(weight + (i < 8 ? lo : hi) + (i & 7));
-  }
+  __device__ float weight_of(const float* weight, int i) const { return weight[(i < 8 ? lo : hi) + (i & 7)]; }
 };
 
 // The ring slot unit holding a lane's 16-byte unit u is read_unit ^ unit_xor(u) (for_each_typed_input_row has
@@ -865,6 +866,21 @@ __device__ void load_rope_frequencies(const RopeParams& rope, RopeFrequencies& f
   }
   freqs.sin_cos[threadIdx.x] = kSinCosPi128[threadIdx.x];  // kThreads = 256
   __syncthreads();
+}
+
+// The norm weights, copied to shared memory per CTA: every row reads its lane's 16 (four 16-byte loads). From
+// global memory (L1 when resident) they were the longest single wait in the s7 profiles: the first product
+// with a weight held 5.5% of the window kernel's stall samples, 10% of ratio 1's and 9% of ratio 2's (long
+// scoreboard: with the shared-memory carveout at its maximum the L1 keeps little, and the streaming inputs
+// evict it).
+template <int kDim>
+struct NormWeights {
+  __align__(16) float w[kDim];
+};
+// Called by every thread of the CTA before a barrier (load_rope_frequencies' publishes it).
+template <int kDim>
+__device__ void load_norm_weights(const float* weight, NormWeights<kDim>& shared) {
+  for (int i = static_cast<int>(threadIdx.x); i < kDim; i += kThreads) shared.w[i] = __ldg(weight + i);
 }
 
 // Pairs of one row a table holds: rope_dim <= 64 (validated), and no more pairs than the row has.
@@ -1672,9 +1688,11 @@ __global__ void __launch_bounds__(kThreads, kMinCtas) window_write_kernel(Window
   constexpr int kLanes = RowLanes<kDim>::kLanes;
   __shared__ RopeTables<kDim, kFaithful> tables;
   __shared__ InputRing<kRingUnits<kDim>> ring;
-  load_rope_frequencies(a.rope, tables.freqs);
+  __shared__ NormWeights<kDim> norm;
+  load_norm_weights(a.norm_weight, norm);
+  load_rope_frequencies(a.rope, tables.freqs);  // its barrier publishes the weights too
   const bool weights_bounded =
-      !kFaithful || lane_weights_bounded(a.norm_weight, LaneSpan(RowLanes<kDim>().lane_in_row, kDim, false));
+      !kFaithful || lane_weights_bounded(norm.w, LaneSpan(RowLanes<kDim>().lane_in_row, kDim, false));
   const RopeLane<kFaithful> rope_lane = RowLanes<kDim>().rope_lane(tables, a.rope.rope_dim);
   const size_t record_bytes = kFaithful ? nm::fp8_row_bytes(kDim) : kDim * sizeof(float);
   const int significand_bits = a.kv.type == RowType::kBf16 ? 8 : 24;
@@ -1711,7 +1729,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtas) window_write_kernel(Window
         } else {
           const RopeTrig<kLanes, kFaithful> trig = rope_trig<kLanes>(position, rope_lane);  // before RMSNorm
           ChannelPair<kFaithful> pairs[kChannels / 2];
-          rms_norm_chunk<kLanes, kFaithful>(x, reload, a.norm_weight, weights_bounded, a.eps, kDim,
+          rms_norm_chunk<kLanes, kFaithful>(x, reload, norm.w, weights_bounded, a.eps, kDim,
                                             LaneSpan(lanes.lane_in_row, kDim, false), lanes.first_lane,
                                             significand_bits, pairs, kAblate);
           if constexpr (!(kAblate & kAblateRope)) {
@@ -1736,9 +1754,11 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
   __shared__ RopeTables<kDim, kFaithful> tables;
   __shared__ Nvfp4Reciprocals reciprocals;
   if constexpr (kFaithful) fill_nvfp4_reciprocals(reciprocals);
-  load_rope_frequencies(a.rope, tables.freqs);  // its barrier publishes the reciprocals too
+  __shared__ NormWeights<kDim> norm;
+  load_norm_weights(a.norm_weight, norm);
+  load_rope_frequencies(a.rope, tables.freqs);  // its barrier publishes the reciprocals and weights too
   const bool weights_bounded =
-      !kFaithful || lane_weights_bounded(a.norm_weight, LaneSpan(RowLanes<kDim>().lane_in_row, kDim, false));
+      !kFaithful || lane_weights_bounded(norm.w, LaneSpan(RowLanes<kDim>().lane_in_row, kDim, false));
   const RopeLane<kFaithful> rope_lane = RowLanes<kDim>().rope_lane(tables, a.rope.rope_dim);
   const RecordPages entry_pages(a.entries);
   // faithful pooled values are BF16-valued (the kernel rounds them)
@@ -1751,7 +1771,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
     const RopeTrig<kLanes, kFaithful> trig = rope_trig<kLanes>(entry * kRatio, rope_lane);
     uint8_t* const record = entry_pages.address(entry);
     ChannelPair<kFaithful> pairs[kChannels / 2];
-    rms_norm_chunk<kLanes, kFaithful>(x, reload, a.norm_weight, weights_bounded, a.eps, kDim,
+    rms_norm_chunk<kLanes, kFaithful>(x, reload, norm.w, weights_bounded, a.eps, kDim,
                                       LaneSpan(lanes.lane_in_row, kDim, false), lanes.first_lane,
                                       significand_bits, pairs);
     if (a.latents != nullptr && active) {  // BF16 bits (faithful) or fp32, pair k at pair offset + k
@@ -1845,9 +1865,11 @@ __global__ void __launch_bounds__(kThreads, kMinCtas) index_key_write_kernel(Ind
   constexpr int kLanes = RowLanes<kDim>::kLanes;
   __shared__ RopeTables<kDim, kFaithful> tables;
   __shared__ InputRing<kRingUnits<kDim>> ring;
-  load_rope_frequencies(a.rope, tables.freqs);
+  __shared__ NormWeights<kDim> norm;
+  load_norm_weights(a.norm_weight, norm);
+  load_rope_frequencies(a.rope, tables.freqs);  // its barrier publishes the weights too
   const bool weights_bounded =
-      !kFaithful || lane_weights_bounded(a.norm_weight, LaneSpan(RowLanes<kDim>().lane_in_row, kDim, false));
+      !kFaithful || lane_weights_bounded(norm.w, LaneSpan(RowLanes<kDim>().lane_in_row, kDim, false));
   const RopeLane<kFaithful> rope_lane = RowLanes<kDim>().rope_lane(tables, a.rope.rope_dim);
   const int significand_bits = a.keys.type == RowType::kBf16 ? 8 : 24;
   const RecordPages key_pages(a.records);
@@ -1859,7 +1881,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtas) index_key_write_kernel(Ind
         const RopeTrig<kLanes, kFaithful> trig = rope_trig<kLanes>(entry * a.ratio, rope_lane);
         uint8_t* const record = key_pages.address(entry);
         ChannelPair<kFaithful> pairs[kChannels / 2];
-        rms_norm_chunk<kLanes, kFaithful>(x, reload, a.norm_weight, weights_bounded, a.eps, kDim,
+        rms_norm_chunk<kLanes, kFaithful>(x, reload, norm.w, weights_bounded, a.eps, kDim,
                                           LaneSpan(lanes.lane_in_row, kDim, false), lanes.first_lane,
                                           significand_bits, pairs);
         rope_chunk<kLanes, kFaithful>(pairs, entry * a.ratio, rope_lane, trig);
@@ -1882,9 +1904,11 @@ __global__ void __launch_bounds__(kThreads, kMinCtas) index_key_halves_kernel(In
   constexpr int kLanes = RowLanes<kDim>::kLanes;
   __shared__ RopeFrequencies freqs;
   __shared__ InputRing<kRingUnits<kDim>> ring;
-  load_rope_frequencies(a.rope, freqs);
+  __shared__ NormWeights<kDim> norm;
+  load_norm_weights(a.norm_weight, norm);
+  load_rope_frequencies(a.rope, freqs);  // its barrier publishes the weights too
   const LaneSpan span(RowLanes<kDim>().lane_in_row, kDim, true);
-  const bool weights_bounded = lane_weights_bounded(a.norm_weight, span);
+  const bool weights_bounded = lane_weights_bounded(norm.w, span);
   const RecordPages key_pages(a.records);
   for_each_typed_input_row<kDim, true, kRingUnits<kDim>, true>(
       a.count, a.keys.data, ring,
@@ -1894,8 +1918,8 @@ __global__ void __launch_bounds__(kThreads, kMinCtas) index_key_halves_kernel(In
             rope_trig<kLanes, true>(entry * a.ratio, freqs, 4 * lanes.lane_in_row, 1);  // pairs 4L … 4L+3
         uint8_t* const record = key_pages.address(entry);
         uint32_t pairs[kChannels / 2];
-        rms_norm_chunk<kLanes, true>(x, reload, a.norm_weight, weights_bounded, a.eps, kDim, span,
-                                     lanes.first_lane, 8, pairs);
+        rms_norm_chunk<kLanes, true>(x, reload, norm.w, weights_bounded, a.eps, kDim, span, lanes.first_lane,
+                                     8, pairs);
         rotate_own_pairs(pairs, trig);
         store_mxfp4_halves(record, kDim, lanes.lane_in_row, pairs, active);
       });
@@ -2008,8 +2032,8 @@ template <int kDim, bool kFaithful>
 struct KeyKernels {
   static auto get() {
     if constexpr (kDim == 128 && kFaithful) {  // bench A/B (V4 key shape only)
-      if ((g_window_ablation & kAblateKeys64Registers) != 0)
-        return index_key_write_kernel<kDim, kFaithful, 4>;
+      if ((g_window_ablation & kAblateKeys80Registers) != 0)
+        return index_key_write_kernel<kDim, kFaithful, 3>;
     }
     return uncapped_registers() ? index_key_write_kernel<kDim, kFaithful, 1>
                                 : index_key_write_kernel<kDim, kFaithful, kKeyCtasPerSm<kFaithful>>;
@@ -2089,7 +2113,7 @@ bool key_halves(const IndexKeyWriteArgs& a) {
          a.keys.type == RowType::kBf16 && (g_window_ablation & kAblateKeysExchange) == 0;
 }
 auto key_halves_kernel() {
-  if ((g_window_ablation & kAblateKeys64Registers) != 0) return index_key_halves_kernel<4>;
+  if ((g_window_ablation & kAblateKeys80Registers) != 0) return index_key_halves_kernel<3>;
   return uncapped_registers() ? index_key_halves_kernel<1> : index_key_halves_kernel<kKeyCtasPerSm<true>>;
 }
 
