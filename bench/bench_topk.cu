@@ -30,7 +30,6 @@ void bench_shape(fc::ScoreType type, int64_t n, int64_t rows, const fb::DeviceBu
                            std::to_string(n) + "_b" + std::to_string(rows);
   if (!fb::selected(name)) return;
   fb::DeviceBuffer workspace(std::max<size_t>(1, fc::top_k_workspace_bytes(rows, n, kK)));
-  fc::top_k_workspace_init(workspace.as<void>(), workspace.bytes(), rows, stream);
   const double ms = fb::median_ms(stream, [&] {
     fc::top_k_rows(scores.as<void>(), type, rows, n, kK, out.as<int32_t>(), workspace.as<void>(),
                    workspace.bytes(), stream);

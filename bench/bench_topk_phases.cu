@@ -3,24 +3,23 @@
 // at the phase boundaries; printed per shape as the median over a few calls, in ns from the first stamp of
 // the call (the global timer) and in SM cycles within a kernel (the clock). The library build has no stamps;
 // the timed numbers are bench_topk's. Phases: short kernel 0 start, 1 loads + max, 2 guess L, 3 flags
-// counted, 4 candidates placed, 5 radix passes, 6 end; long rows: filter CTA (0, 0) 10 start, 11 L known
-// (its sample taken), 12 its tiles filtered; 16 the last of row 0's CTAs to reach its ticket (about; the
-// last to write the stamp; ns only); the merging CTA of row 0 (the row's last filter CTA) 13 past its ticket,
-// 14 gathered, 5 radix passes, 15 end. Each shape's call is also timed (bench_topk's method) in the same run;
-// long rows are traced and timed again on the two-launch path (same-run A/B: 12 filter CTA end, merge CTA 0
-// 13 past its wait for the filter grid, 14 gathered, 5 radix passes, 15 end). Session 6 timed rows of up to
-// 16 chunks as one thread-block cluster (one launch, the candidates meeting in the leader CTA through
-// distributed shared memory): ~0.5 us faster at 4 chunks in two rounds, tied in the third, 2-3 us slower at
-// 16 chunks (cluster barriers ~0.3 us each, the leader waiting for the slowest CTA); removed in session 7.
+// counted, 4 candidates placed, 5 radix passes, 6 end; long rows in two launches: filter CTA (0, 0) 10
+// start, 11 L known (its sample taken), 12 end; merge CTA 0 13 past its wait (the filter grid done), 14
+// gathered, 5 radix passes, 15 end. Each shape's call is also timed (bench_topk's method) in the same run.
+// Session 6 timed rows of up to 16 chunks as one thread-block cluster (one launch, the candidates meeting in
+// the leader CTA through distributed shared memory): ~0.5 us faster at 4 chunks in two rounds, tied in the
+// third, 2-3 us slower at 16 chunks (cluster barriers ~0.3 us each, the leader waiting for the slowest CTA);
+// removed in session 7. Session 7 timed a one-launch variant (the row's last filter CTA merging, found by an
+// atomic ticket) against the two launches: slower on every shape (s7r1, BF16 256K b1 16.1 vs 14.3 us, 1M b1
+// 20.1 vs 15.4): the ticket (fences and an atomic) took 1.1 us, as long as the grid wait it replaced, and the
+// merge ran slower inside the filter kernel (gather 2.7 vs 2.1 us at 256K, 4.9 vs 2.2 at 1M); removed.
 #define FLASHKV_TOPK_PHASES 1
 // Own names for the entry points, so this copy never meets the library's.
 #define top_k_rows top_k_rows_phases
 #define top_k_workspace_bytes top_k_workspace_bytes_phases
-#define top_k_workspace_init top_k_workspace_init_phases
 #include "topk.cu"
 #undef top_k_rows
 #undef top_k_workspace_bytes
-#undef top_k_workspace_init
 
 #include <cuda_runtime.h>
 
@@ -57,10 +56,10 @@ Stamps traced_call(fc::ScoreType type, int64_t rows, int64_t n, const void* scor
   return stamps;
 }
 
-// The first stamp of the CTA that stamps `slot` (slot 5 is the short kernel's or the merging CTA's).
+// The first stamp of the kernel that stamps `slot` (slot 5 is the short or merge kernel's).
 int kernel_origin(int slot, const Stamps& stamps) {
   if (slot <= 6) return stamps[0][0] != 0 ? 0 : 13;
-  return slot <= 12 || slot == 16 ? 10 : 13;
+  return slot <= 12 ? 10 : 13;
 }
 
 unsigned long long median(std::vector<unsigned long long> values) {
@@ -68,22 +67,19 @@ unsigned long long median(std::vector<unsigned long long> values) {
   return values[values.size() / 2];
 }
 
-void trace_shape(fc::ScoreType type, int64_t n, int64_t rows, const void* scores, int32_t* out,
-                 const char* suffix) {
+void trace_shape(fc::ScoreType type, int64_t n, int64_t rows, const void* scores, int32_t* out) {
   const std::string name = std::string("topk512_") + (type == fc::ScoreType::kFp32 ? "fp32" : "bf16") + "_n" +
                            std::to_string(n) + "_b" + std::to_string(rows);
   if (!fb::selected(name)) return;
   fb::DeviceBuffer workspace(std::max<size_t>(1, fc::top_k_workspace_bytes_phases(rows, n, kK)));
-  fc::top_k_workspace_init_phases(workspace.as<void>(), workspace.bytes(), rows, nullptr);
   for (int i = 0; i < 3; ++i) traced_call(type, rows, n, scores, out, workspace);  // warm-up
   std::vector<Stamps> calls;
   for (int i = 0; i < kCalls; ++i) calls.push_back(traced_call(type, rows, n, scores, out, workspace));
   const double ms = fb::median_ms(nullptr, [&] {
     fc::top_k_rows_phases(scores, type, rows, n, kK, out, workspace.as<void>(), workspace.bytes(), nullptr);
   });
-  const std::string label = name + suffix;
-  std::printf("  %-40s timed %.1f us\n", label.c_str(), ms * 1e3);
-  std::printf("  %-40s", label.c_str());
+  std::printf("  %-40s timed %.1f us\n", name.c_str(), ms * 1e3);
+  std::printf("  %-40s", name.c_str());
   for (int slot = 0; slot < kSlots; ++slot) {
     if (calls[0][slot][0] == 0) continue;
     std::vector<unsigned long long> ns, cycles;
@@ -129,20 +125,9 @@ int main() {
     for (const fc::ScoreType type : {fc::ScoreType::kBf16, fc::ScoreType::kFp32}) {
       for (const auto& [n, rows] : kShapes) {
         const void* scores = type == fc::ScoreType::kFp32 ? f32.as<void>() : bf16.as<void>();
-        trace_shape(type, n, rows, scores, out.as<int32_t>(), "");
-        if (n > fc::kShortMax) {
-          fc::topk_two_launch = true;
-          trace_shape(type, n, rows, scores, out.as<int32_t>(), " two-launch");
-          fc::topk_two_launch = false;
-        }
+        trace_shape(type, n, rows, scores, out.as<int32_t>());
       }
     }
-    // Two one-launch filter CTAs per SM (the merger's 64 KB of candidates in each): what the device grants.
-    int per_sm = 0;
-    FKV_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &per_sm, fc::top_k_filter_kernel<uint16_t, fc::kVector<uint16_t>, true>, fc::kFilterThreads,
-        fc::kCapacity * 2 * sizeof(uint32_t)));
-    std::printf("  one-launch filter kernel (BF16, aligned): %d CTAs per SM\n", per_sm);
     FKV_CUDA_CHECK(cudaStreamDestroy(stream));
     return EXIT_SUCCESS;
   } catch (const std::exception& e) {

@@ -159,7 +159,6 @@ void CudaBackend::top_k(backend::ConstMatrix scores, int64_t k, std::span<int32_
   const auto d_scores = upload(scores.data, elements(scores));
   DeviceArray<int32_t> d_out(static_cast<size_t>(scores.rows * k));
   DeviceArray<uint8_t> workspace(top_k_workspace_bytes(scores.rows, scores.cols, k));
-  top_k_workspace_init(workspace.data(), workspace.bytes(), scores.rows, stream());  // a fresh allocation
   top_k_rows(d_scores.data(), ScoreType::kFp32, scores.rows, scores.cols, k, d_out.data(), workspace.data(),
              workspace.bytes(), stream());
   download(d_out, out.data(), static_cast<size_t>(scores.rows * k));

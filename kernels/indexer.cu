@@ -1499,8 +1499,6 @@ void candidate_pool(const float* scores, int64_t rows, int64_t m, const int64_t*
   block_max_kernel<<<dim3(blocks_for(blocks, 256), static_cast<unsigned>(rows)), 256, 0, stream>>>(
       scores, m, n_visible, block_size, blocks, block_scores);
   FKV_CUDA_CHECK_LAUNCH();
-  // The caller's workspace carries no state between calls: the top-k's part is prepared every call.
-  top_k_workspace_init(base + l.topk, workspace_bytes - l.topk, rows, stream);
   top_k_rows(block_scores, ScoreType::kFp32, rows, blocks, topk_blocks, kept, base + l.topk,
              workspace_bytes - l.topk, stream);
   pool_fill_kernel<<<dim3(blocks_for(topk_blocks, 256), static_cast<unsigned>(rows)), 256, 0, stream>>>(

@@ -28,13 +28,13 @@ namespace flashkv::cuda {
 namespace {
 
 // Phase stamps for bench/bench_topk_phases.cu, which compiles this file with FLASHKV_TOPK_PHASES: thread 0
-// of a CTA (where `cond` holds) records the global timer (ns) and the SM clock as it passes point `slot`.
+// of the first CTA of a kernel records the global timer (ns) and the SM clock as it passes point `slot`.
 // Nothing in the library build.
 #ifdef FLASHKV_TOPK_PHASES
 __device__ unsigned long long topk_phase_stamps[32][2];
-#define TOPK_STAMP_IF(cond, slot)                                              \
+#define TOPK_PHASE(slot)                                                       \
   do {                                                                         \
-    if (threadIdx.x == 0 && (cond)) {                                          \
+    if (threadIdx.x == 0 && blockIdx.x == 0 && blockIdx.y == 0) {              \
       unsigned long long ns;                                                   \
       asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));                   \
       topk_phase_stamps[slot][0] = ns;                                         \
@@ -42,12 +42,10 @@ __device__ unsigned long long topk_phase_stamps[32][2];
     }                                                                          \
   } while (0)
 #else
-#define TOPK_STAMP_IF(cond, slot) \
-  do {                            \
+#define TOPK_PHASE(slot) \
+  do {                   \
   } while (0)
 #endif
-// By the first CTA of the grid.
-#define TOPK_PHASE(slot) TOPK_STAMP_IF(blockIdx.x == 0 && blockIdx.y == 0, slot)
 
 constexpr int kBins = 2048;                    // 11-bit digits
 constexpr uint32_t kNegInfKey = ~0xFF800000u;  // key of −∞, the smallest key any score maps to
@@ -563,12 +561,10 @@ __device__ inline void place_flagged(const uint32_t (&words)[kWords<T, N>], uint
 // in [base, top]) into out[0, k): radix passes on key − base from the highest set bit of top − base (the
 // candidates sit near the top of the row, so these distances spread over the bins), then the index-order
 // compaction; −1 pads. Keys are multiples of 2^kLowBits (BF16: 16), which the distances drop. `hist`: kBins
-// shared words, zeroed by the caller before a barrier (saves the first pass one). Once per kernel. `stamps`:
-// this CTA stamps the phase after the radix passes (5).
+// shared words, zeroed by the caller before a barrier (saves the first pass one). Once per kernel.
 template <int kThreads, int kLowBits>
 __device__ void select_candidates(const uint32_t* keys, const int32_t* indices, uint32_t count, int64_t k,
-                                  uint32_t base, uint32_t top, int32_t* out, uint32_t* hist,
-                                  [[maybe_unused]] bool stamps) {
+                                  uint32_t base, uint32_t top, int32_t* out, uint32_t* hist) {
   // Taken: distance >> shift above prefix, or equal to it among the first `need` in index order.
   int shift = 32;
   uint64_t prefix = 0;
@@ -599,7 +595,7 @@ __device__ void select_candidates(const uint32_t* keys, const int32_t* indices, 
       __syncthreads();
     }
   }
-  TOPK_STAMP_IF(stamps, 5);
+  TOPK_PHASE(5);
   // Compaction: thread t walks candidates [t·per, (t+1)·per); counts packed as (equal << 16) | greater.
   const uint32_t per = (count + kThreads - 1) / kThreads;
   const uint32_t first = min(count, threadIdx.x * per), last = min(count, first + per);
@@ -687,7 +683,7 @@ __global__ void __launch_bounds__(kShortThreads, 1)
   __syncthreads();
   TOPK_PHASE(4);
   select_candidates<kShortThreads, low_bits<T>()>(candidate_keys, candidate_indices, total, k, lower, max_key,
-                                                  out + row * k, select_hist, blockIdx.x == 0);
+                                                  out + row * k, select_hist);
   TOPK_PHASE(6);
 }
 
@@ -709,10 +705,9 @@ constexpr int kMergeThreads = 1024;             // short per-thread chains in th
 constexpr int64_t kTargetCtas = 264;            // two filter CTAs per SM of an H100/H200
 
 struct FilterWorkspace {
-  uint32_t* tickets;  // [rows] filter CTAs of the row done (zero between calls; the row's last CTA resets it)
-  uint32_t* lower;    // [rows] the guess L (for the two-launch merge kernel)
-  uint32_t* counts;   // [rows, chunks] entries >= L per chunk (may exceed kCapacity)
-  uint2* kept;        // [rows, chunks, kCapacity] (key, index) of those entries, in index order
+  uint32_t* lower;   // [rows] the guess L
+  uint32_t* counts;  // [rows, chunks] entries >= L per chunk (may exceed kCapacity)
+  uint2* kept;       // [rows, chunks, kCapacity] (key, index) of those entries, in index order
 };
 
 // A row's sample for the guess: sample_count(n, k) entries of a row of n > kShortMax in evenly spaced runs of
@@ -838,9 +833,6 @@ __device__ inline uint32_t filter_chunk_tiles(const T* data, int64_t begin, int6
   return written;
 }
 
-// Candidates per thread gathered together by the merging CTA (their searches and loads in flight at once).
-constexpr int kGatherBatch = 4;
-
 // For candidates first + thread + kThreads·g (g < kBatch) of a row: the chunk c holding each (the last with
 // offsets[c] <= p; never an empty one) and offsets[c], by halvings over `span` (a power of two >= the chunk
 // count; offsets reads 0xFFFFFFFF from the chunk count on). The batch's searches run step by step together
@@ -865,100 +857,18 @@ __device__ inline void locate_candidates(const uint32_t* offsets, int span, uint
   }
 }
 
-// By the last filter CTA of a row (kFilterThreads threads), once every CTA of the row has published its
-// candidates: the row's candidates gathered in chunk order (= index order) into shared memory and selected
-// into row_out; when the guess failed (fewer than k candidates and not every valid entry, or more than
-// kCapacity) the exact radix select over the whole row instead. Exactly the `total` candidates are loaded
-// (the two-launch merge kernel loaded a window of every chunk before the counts were known): candidate p is
-// entry p − offsets[c] of chunk c, the last chunk with offsets[c] <= p, found by a binary search over the
-// chunk offsets. The workspace is read through L2 (ld.global.cg): other SMs wrote it during this kernel.
-template <typename T>
-__device__ void merge_row(const T* data, int64_t n, int64_t k, uint32_t lower, int chunks,
-                          const uint32_t* counts, const uint2* kept, int32_t* row_out,
-                          uint32_t* candidate_keys, int32_t* candidate_indices, bool stamps) {
-  static_assert(kTargetCtas <= kFilterThreads);  // a thread per chunk, and the search's span
-  __shared__ uint32_t offsets[kFilterThreads];
-  __shared__ uint32_t select_hist[kBins];
-  for (int b = threadIdx.x; b < kBins; b += kFilterThreads) select_hist[b] = 0;  // before the next barrier
-  const uint32_t size = static_cast<int>(threadIdx.x) < chunks ? __ldcg(counts + threadIdx.x) : 0u;
-  uint32_t total = 0;
-  const uint32_t offset = block_exclusive_sum<kFilterThreads>(size, &total);
-  // Past the last chunk the table reads "starts after every candidate": the searches need no bound check.
-  offsets[threadIdx.x] = static_cast<int>(threadIdx.x) < chunks ? offset : 0xFFFFFFFFu;
-  __syncthreads();
-  if (total > kCapacity || (static_cast<int64_t>(total) < k && lower != kLowestValidKey)) {
-    select_row_radix<T, kFilterThreads>(data, n, k, row_out, static_cast<uint32_t*>(nullptr));
-    return;
-  }
-  const int span = chunks <= 1 ? 1 : 1 << (32 - __clz(chunks - 1));  // a power of two >= chunks
-  uint32_t top = 0;  // candidates can lie above the sample's max
-  for (uint32_t first = 0; first < total; first += kFilterThreads * kGatherBatch) {
-    int lo[kGatherBatch];
-    uint32_t start[kGatherBatch];
-    locate_candidates<kFilterThreads, kGatherBatch>(offsets, span, first, lo, start);
-    uint2 entries[kGatherBatch];
-#pragma unroll
-    for (int g = 0; g < kGatherBatch; ++g) {
-      const uint32_t p = first + threadIdx.x + static_cast<uint32_t>(kFilterThreads * g);
-      entries[g] = p < total ? __ldcg(kept + static_cast<int64_t>(lo[g]) * kCapacity + (p - start[g]))
-                             : make_uint2(0, 0);
-    }
-#pragma unroll
-    for (int g = 0; g < kGatherBatch; ++g) {
-      const uint32_t p = first + threadIdx.x + static_cast<uint32_t>(kFilterThreads * g);
-      if (p >= total) continue;
-      candidate_keys[p] = entries[g].x;
-      candidate_indices[p] = static_cast<int32_t>(entries[g].y);
-      top = max(top, entries[g].x);
-    }
-  }
-  top = block_max<kFilterThreads>(top);  // its barrier also publishes the gathered candidates
-  TOPK_STAMP_IF(stamps, 14);
-  select_candidates<kFilterThreads, low_bits<T>()>(candidate_keys, candidate_indices, total, k, lower, top,
-                                                   row_out, select_hist, stamps);
-  TOPK_STAMP_IF(stamps, 15);
-}
-
-// fence.acq_rel at device scope: with a relaxed atomic after it, a release pattern; before it, an acquire.
-__device__ inline void fence_acq_rel_gpu() {
-  asm volatile("fence.acq_rel.gpu;" ::: "memory");
-}
-
-// Whether this CTA is the last of its row's gridDim.x filter CTAs to publish its candidates (the same in
-// every thread). Each CTA's writes are ordered before its ticket by the barrier and thread 0's release
-// fence (cooperative groups' grid barrier does the same with __threadfence); the last CTA's acquire fence
-// after its ticket orders its reads of the others' candidates after their publication. The last CTA resets
-// the ticket (every CTA of the row has taken its own): every call leaves the tickets zero.
-__device__ bool last_of_row(uint32_t* ticket) {
-  __shared__ bool last;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    fence_acq_rel_gpu();
-    last = atomicAdd(ticket, 1u) == gridDim.x - 1;
-    if (last) {
-      fence_acq_rel_gpu();
-      *ticket = 0;
-    }
-  }
-  __syncthreads();
-  return last;
-}
-
 // CTA (chunk c, row r): keeps the entries >= L of scores[r, c·chunk, min(n, (c+1)·chunk)) in index order (the
 // first kCapacity of them) and counts them. The scores are read once, in coalesced tiles. Every CTA takes
-// the row's sample itself (the same L in all): s5r1's same-run A/B had this faster than a sample kernel ahead
-// of the filter (a third launch) on every shape. kMerge: the row's last CTA to finish merges the row (one
-// launch; dynamic shared memory of kCapacity keys and kCapacity indices); else CTA 0 of the row stores L
-// and the merge kernel, a programmatic dependent launch, merges every row once this grid has completed.
-template <typename T, int V, bool kMerge>
+// the row's sample itself (the same L in all; CTA 0 of the row stores it for the merge kernel): s5r1's
+// same-run A/B had this faster than a sample kernel ahead of the filter (a third launch) on every shape.
+template <typename T, int V>
 __global__ void __launch_bounds__(kFilterThreads, 2)
-    top_k_filter_kernel(const T* scores, int64_t n, int64_t k, int64_t chunk, FilterWorkspace ws,
-                        int32_t* out) {
+    top_k_filter_kernel(const T* scores, int64_t n, int64_t k, int64_t chunk, FilterWorkspace ws) {
   __shared__ uint32_t warp_counts[2][kFilterWarps];
   TOPK_PHASE(10);
   // The merge kernel may start now (programmatic dependent launch): its launch latency hides behind this
   // grid, and it waits for this grid's completion and memory before reading anything.
-  if constexpr (!kMerge) asm volatile("griddepcontrol.launch_dependents;");
+  asm volatile("griddepcontrol.launch_dependents;");
   const int64_t row = blockIdx.y;
   const T* data = scores + row * n;
   const int64_t begin = static_cast<int64_t>(blockIdx.x) * chunk;
@@ -971,28 +881,17 @@ __global__ void __launch_bounds__(kFilterThreads, 2)
   load_sample<T, kFilterThreads>(data, n, k, sample);
   load_tile<T, kN, V, kFilterThreads>(data, begin, end, raw);
   const uint32_t lower = sampled_lower_key<T, kFilterThreads>(sample, n, k);
-  if (!kMerge && threadIdx.x == 0 && blockIdx.x == 0) ws.lower[row] = lower;
+  if (threadIdx.x == 0 && blockIdx.x == 0) ws.lower[row] = lower;
   // Entries are flagged by a float comparison (no key per entry; keys only for the candidates).
   const float lower_score = threshold_score<T>(lower);
   TOPK_PHASE(11);
-  const int64_t row_chunks = row * gridDim.x;
-  uint2* kept = ws.kept + (row_chunks + blockIdx.x) * static_cast<int64_t>(kCapacity);
+  uint2* kept = ws.kept + (row * gridDim.x + blockIdx.x) * static_cast<int64_t>(kCapacity);
   const uint32_t written = filter_chunk_tiles<T, V>(
       data, begin, end, raw, lower_score, warp_counts, [&](uint32_t slot, uint32_t key, int64_t index) {
         if (slot < kCapacity) kept[slot] = make_uint2(key, static_cast<uint32_t>(index));
       });
-  if (threadIdx.x == 0) ws.counts[row_chunks + blockIdx.x] = written;
+  if (threadIdx.x == 0) ws.counts[row * gridDim.x + blockIdx.x] = written;
   TOPK_PHASE(12);
-  if constexpr (kMerge) {
-    TOPK_STAMP_IF(blockIdx.y == 0, 16);  // the last writer: about the last of row 0's CTAs to get here
-    if (!last_of_row(ws.tickets + row)) return;
-    extern __shared__ uint32_t candidate_keys[];
-    const bool stamps = blockIdx.y == 0;  // the merging CTA of row 0
-    TOPK_STAMP_IF(stamps, 13);
-    merge_row<T>(data, n, k, lower, static_cast<int>(gridDim.x), ws.counts + row_chunks,
-                 ws.kept + row_chunks * static_cast<int64_t>(kCapacity), out + row * k, candidate_keys,
-                 reinterpret_cast<int32_t*>(candidate_keys + kCapacity), stamps);
-  }
 }
 
 // Row blockIdx.x: the chunks' candidates gathered in chunk order (= index order) into dynamic shared memory
@@ -1078,7 +977,7 @@ __global__ void __launch_bounds__(kMergeThreads)
   top = block_max<kMergeThreads>(top);  // its barrier also publishes the gathered candidates
   TOPK_PHASE(14);
   select_candidates<kMergeThreads, low_bits<T>()>(candidate_keys, candidate_indices, total, k, lower, top,
-                                                  row_out, select_hist, blockIdx.x == 0);
+                                                  row_out, select_hist);
   TOPK_PHASE(15);
 }
 
@@ -1109,7 +1008,7 @@ int64_t filter_chunks(int64_t rows, int64_t n, int64_t tile) {
 }
 
 struct WorkspaceLayout {
-  size_t lower = 0, counts = 0, kept = 0, total = 0;  // tickets at offset 0
+  size_t counts = 0, kept = 0, total = 0;  // lower at offset 0
 };
 
 size_t round_up(size_t bytes) {
@@ -1121,8 +1020,7 @@ WorkspaceLayout layout(int64_t rows, int64_t n, int64_t k, int64_t tile) {
   WorkspaceLayout l;
   if (path_for(n, k) != Path::kFilter) return l;
   const auto chunk_slots = static_cast<size_t>(rows * filter_chunks(rows, n, tile));
-  l.lower = round_up(static_cast<size_t>(rows) * sizeof(uint32_t));
-  l.counts = l.lower + round_up(static_cast<size_t>(rows) * sizeof(uint32_t));
+  l.counts = round_up(static_cast<size_t>(rows) * sizeof(uint32_t));
   l.kept = l.counts + round_up(chunk_slots * sizeof(uint32_t));
   l.total = l.kept + chunk_slots * kCapacity * sizeof(uint2);
   return l;
@@ -1133,16 +1031,6 @@ template <typename Kernel>
 void allow_shared_memory(Kernel kernel, size_t bytes) {
   FKV_CUDA_CHECK(
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-}
-
-// The one-launch filter kernel: the merger's candidate arrays (kCapacity keys and indices) in every CTA, and
-// the largest shared memory carveout, so that two CTAs per SM (~86 KB each) fit as the register budget
-// allows (the filter has no use for L1 capacity: every score is read once).
-template <typename Kernel>
-void allow_two_filter_ctas(Kernel kernel) {
-  allow_shared_memory(kernel, kCapacity * 2 * sizeof(uint32_t));
-  FKV_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                      cudaSharedmemCarveoutMaxShared));
 }
 
 // A launch configuration with one attribute (which must outlive the configuration's use).
@@ -1170,14 +1058,6 @@ void launch_dependent(void (*kernel)(Params...), dim3 grid, int threads, size_t 
   FKV_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, args...));
 }
 
-// bench/bench_topk_phases times the two-launch path (filter kernel, then the merge kernel as its programmatic
-// dependent) against the one-launch path (the row's last filter CTA merges) in the same run.
-#ifdef FLASHKV_TOPK_PHASES
-bool topk_two_launch = false;
-#else
-constexpr bool topk_two_launch = false;
-#endif
-
 // Every row starts on a 16-byte boundary (then every filter tile and group does).
 template <typename T>
 bool vector_aligned(const T* scores, int64_t n) {
@@ -1191,8 +1071,6 @@ void launch(const T* scores, int64_t rows, int64_t n, int64_t k, int32_t* out, v
     allow_shared_memory(top_k_short_kernel<T, 1>, kShortMax * 2 * sizeof(uint32_t));
     allow_shared_memory(top_k_short_kernel<T, kVector<T>>, kShortMax * 2 * sizeof(uint32_t));
     allow_shared_memory(top_k_merge_kernel<T>, kCapacity * 2 * sizeof(uint32_t));
-    allow_two_filter_ctas(top_k_filter_kernel<T, 1, true>);
-    allow_two_filter_ctas(top_k_filter_kernel<T, kVector<T>, true>);
     allow_shared_memory(top_k_row_kernel<T>, kMaxCachedKeys * sizeof(uint32_t));
     return true;
   }();
@@ -1212,29 +1090,16 @@ void launch(const T* scores, int64_t rows, int64_t n, int64_t k, int32_t* out, v
       auto* base = static_cast<uint8_t*>(workspace);
       constexpr int64_t kTile = kFilterTile<T>;
       const WorkspaceLayout l = layout(rows, n, k, kTile);
-      const FilterWorkspace ws{reinterpret_cast<uint32_t*>(base), reinterpret_cast<uint32_t*>(base + l.lower),
+      const FilterWorkspace ws{reinterpret_cast<uint32_t*>(base),
                                reinterpret_cast<uint32_t*>(base + l.counts),
                                reinterpret_cast<uint2*>(base + l.kept)};
       const int64_t chunks = filter_chunks(rows, n, kTile);
       const int64_t chunk = filter_chunk(rows, n, kTile);
-      const bool aligned = vector_aligned(scores, n);
       const dim3 grid(static_cast<unsigned>(chunks), grid_rows);
-      if (!topk_two_launch) {
-        constexpr size_t kShared = kCapacity * 2 * sizeof(uint32_t);
-        if (aligned)
-          top_k_filter_kernel<T, kVector<T>, true>
-              <<<grid, kFilterThreads, kShared, stream>>>(scores, n, k, chunk, ws, out);
-        else
-          top_k_filter_kernel<T, 1, true>
-              <<<grid, kFilterThreads, kShared, stream>>>(scores, n, k, chunk, ws, out);
-        FKV_CUDA_CHECK_LAUNCH();
-        return;
-      }
-      if (aligned)
-        top_k_filter_kernel<T, kVector<T>, false>
-            <<<grid, kFilterThreads, 0, stream>>>(scores, n, k, chunk, ws, out);
+      if (vector_aligned(scores, n))
+        top_k_filter_kernel<T, kVector<T>><<<grid, kFilterThreads, 0, stream>>>(scores, n, k, chunk, ws);
       else
-        top_k_filter_kernel<T, 1, false><<<grid, kFilterThreads, 0, stream>>>(scores, n, k, chunk, ws, out);
+        top_k_filter_kernel<T, 1><<<grid, kFilterThreads, 0, stream>>>(scores, n, k, chunk, ws);
       FKV_CUDA_CHECK_LAUNCH();
       launch_dependent(top_k_merge_kernel<T>, dim3(grid_rows), kMergeThreads,
                        kCapacity * 2 * sizeof(uint32_t), stream, scores, n, k, out, static_cast<int>(chunks),
@@ -1258,13 +1123,6 @@ size_t top_k_workspace_bytes(int64_t rows, int64_t n, int64_t k) {
   // Either score type's layout fits (the caller's workspace does not depend on the type).
   return std::max(layout(rows, n, k, kFilterTile<float>).total,
                   layout(rows, n, k, kFilterTile<uint16_t>).total);
-}
-
-void top_k_workspace_init(void* workspace, size_t workspace_bytes, int64_t rows, cudaStream_t stream) {
-  const size_t tickets = std::min(workspace_bytes, static_cast<size_t>(std::max<int64_t>(rows, 0)) * 4);
-  if (tickets == 0) return;
-  if (workspace == nullptr) invalid("workspace is null");
-  FKV_CUDA_CHECK(cudaMemsetAsync(workspace, 0, tickets, stream));
 }
 
 void top_k_rows(const void* scores, ScoreType type, int64_t rows, int64_t n, int64_t k, int32_t* out,

@@ -10,20 +10,16 @@
 // k entries >= L the top k are all candidates; otherwise every valid entry is taken (short rows) or the row
 // takes the exact radix select over all its entries (long rows). Rows of n <= 16384 take one CTA each with
 // the row in registers (one launch); longer rows are cut into chunks (vector loads when rows are 16-byte
-// aligned), one filter CTA per chunk (each taking the row's sample for L) in one launch; the last CTA of a
-// row to finish (a per-row ticket counter in the workspace) merges the row's candidates; k > 2048 with
-// n > 16384 takes the whole-row radix select.
+// aligned): a filter kernel (each CTA taking the row's sample for L) and a merge kernel (one CTA per row) as
+// its programmatic dependent launch; k > 2048 with n > 16384 takes the whole-row radix select.
 //
 // Contract: scores, out and workspace are device pointers; scores is [rows, n] row-major (fp32, or BF16 as
 // raw uint16 bits), out is [rows, k] int32. 0 <= k, n <= 2^31 - 1, rows >= 0. The workspace must hold
-// top_k_workspace_bytes(rows, n, k) bytes (may be null when that is 0; 64 KB per filter CTA of the long-row
-// path, at most max(rows, 264) x 64 KB; none for short rows) and must have been prepared once by
-// top_k_workspace_init (it zeroes the per-row tickets at its start); every call leaves the tickets zero
-// again, so a workspace is prepared once per allocation, not per call. A call that fails on the device
-// (a fault, an aborted kernel) may leave them set: prepare the workspace again. Work is enqueued on
-// `stream`; the call does not synchronize. Errors: bad arguments throw flashkv::Error(kInvalidArgument); a
+// top_k_workspace_bytes(rows, n, k) bytes (may be null when that is 0; no initialisation needed; 64 KB
+// per filter CTA of the long-row path, at most max(rows, 264) x 64 KB; none for short rows). Work is enqueued
+// on `stream`; the call does not synchronize. Errors: bad arguments throw flashkv::Error(kInvalidArgument); a
 // failed launch throws flashkv::Error(kDevice). Threading: no state; concurrent calls on different streams
-// with different workspaces are safe (one workspace serves one call at a time).
+// with different workspaces are safe.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -36,10 +32,6 @@ namespace flashkv::cuda {
 enum class ScoreType { kFp32, kBf16 };
 
 size_t top_k_workspace_bytes(int64_t rows, int64_t n, int64_t k);
-
-// Prepares a workspace of `workspace_bytes` for calls of up to `rows` rows: zeroes its first
-// min(workspace_bytes, 4·rows) bytes (cudaMemsetAsync on `stream`). Nothing to do when workspace_bytes is 0.
-void top_k_workspace_init(void* workspace, size_t workspace_bytes, int64_t rows, cudaStream_t stream);
 
 void top_k_rows(const void* scores, ScoreType type, int64_t rows, int64_t n, int64_t k, int32_t* out,
                 void* workspace, size_t workspace_bytes, cudaStream_t stream);

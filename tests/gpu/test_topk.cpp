@@ -1,13 +1,11 @@
 // The GPU top-k (kernels/topk.cuh) against the CPU backend's select_top_k (lib/backend/cpu/topk.cpp), the
 // law the engine uses: on fresh random rows of many shapes (n not a multiple of any tile, k > n; every path:
-// short rows in one CTA, long rows through the filter kernel (the row's last CTA merging), k above the
-// filter's limit through the whole-row radix select with and without cached keys) and score distributions
-// chosen to stress the tie rule, the −∞ handling and the threshold guess (heavy ties, all-equal rows, −∞
-// rows, NaN, ±0, ±∞, BF16 ties, ascending rows whose top k sit at the end; rows with too many candidates take
-// the merge's exact fallback), the index lists must be identical element for element (they are sorted, so
-// identical sets in identical order). The output is poisoned before each launch, the workspace before
-// top_k_workspace_init, and every case runs twice on one workspace (the per-row tickets a call leaves
-// behind are the next call's).
+// short rows in one CTA, long rows through the filter and merge kernels, k above the filter's limit through
+// the whole-row radix select with and without cached keys) and score distributions chosen to stress the tie
+// rule, the −∞ handling and the threshold guess (heavy ties, all-equal rows, −∞ rows, NaN, ±0, ±∞, BF16
+// ties, ascending rows whose top k sit at the end; rows with too many candidates take the merge's exact
+// fallback), the index lists must be identical element for element (they are sorted, so identical sets in
+// identical order). The output and the workspace are poisoned before each launch.
 // FLASHKV_TEST_SCALE=small shrinks the large cases.
 #include <cuda_runtime.h>
 
@@ -123,29 +121,24 @@ void check_top_k(int64_t rows, int64_t n, int64_t k, Distribution d, fc::ScoreTy
   DeviceArray<float> d_scores(type == fc::ScoreType::kFp32 ? scores : std::vector<float>{});
   DeviceArray<uint16_t> d_bf16(type == fc::ScoreType::kBf16 ? bf16 : std::vector<uint16_t>{});
   DeviceArray<int32_t> d_out(static_cast<size_t>(rows * k));
-  // A poisoned workspace made fit by top_k_workspace_init, then two calls on it: the second finds it as the
-  // first left it (a row's ticket not reset leaves that row's output poisoned).
   DeviceArray<uint8_t> workspace(fc::top_k_workspace_bytes(rows, n, k));
-  workspace.fill_bytes(0xA5);
-  fc::top_k_workspace_init(workspace.data(), workspace.size(), rows, nullptr);
+  workspace.fill_bytes(0xA5);  // the contract: no initialisation needed
+  d_out.fill_bytes(0x5A);
   const void* input =
       type == fc::ScoreType::kFp32 ? static_cast<const void*>(d_scores.data()) : d_bf16.data();
-  for (int call = 0; call < 2; ++call) {
-    d_out.fill_bytes(0x5A);
-    fc::top_k_rows(input, type, rows, n, k, d_out.data(), workspace.data(), workspace.size(), nullptr);
-    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-    const std::vector<int32_t> got = d_out.download();
-    for (size_t i = 0; i < got.size(); ++i) {
-      if (got[i] != expected[i]) {
-        const size_t row = i / static_cast<size_t>(k);
-        INFO("seed " << seed << " rows " << rows << " n " << n << " k " << k << " " << name(d)
-                     << (type == fc::ScoreType::kBf16 ? " bf16" : " fp32") << " call " << call
-                     << ": first mismatch at row " << row << " slot " << i % static_cast<size_t>(k)
-                     << ": gpu " << got[i] << " cpu " << expected[i] << " (score gpu "
-                     << (got[i] >= 0 ? scores[row * n + static_cast<size_t>(got[i])] : NAN) << ", cpu "
-                     << (expected[i] >= 0 ? scores[row * n + static_cast<size_t>(expected[i])] : NAN) << ")");
-        REQUIRE(got[i] == expected[i]);
-      }
+  fc::top_k_rows(input, type, rows, n, k, d_out.data(), workspace.data(), workspace.size(), nullptr);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  const std::vector<int32_t> got = d_out.download();
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i] != expected[i]) {
+      const size_t row = i / static_cast<size_t>(k);
+      INFO("seed " << seed << " rows " << rows << " n " << n << " k " << k << " " << name(d)
+                   << (type == fc::ScoreType::kBf16 ? " bf16" : " fp32") << ": first mismatch at row " << row
+                   << " slot " << i % static_cast<size_t>(k) << ": gpu " << got[i] << " cpu " << expected[i]
+                   << " (score gpu " << (got[i] >= 0 ? scores[row * n + static_cast<size_t>(got[i])] : NAN)
+                   << ", cpu "
+                   << (expected[i] >= 0 ? scores[row * n + static_cast<size_t>(expected[i])] : NAN) << ")");
+      REQUIRE(got[i] == expected[i]);
     }
   }
 }
@@ -157,8 +150,8 @@ struct Shape {
 }  // namespace
 
 TEST_CASE("gpu top-k equals the CPU top-k on every shape and score distribution", "[gpu][topk]") {
-  // Every path: short rows (n <= 16384), the filter kernel (n > 16384, k <= 2048), the whole-row radix
-  // select (k > 2048; cached keys up to 48K entries). Sanitizer runs (small scale) keep one shape per
+  // Every path: short rows (n <= 16384), the filter and merge kernels (n > 16384, k <= 2048), the whole-row
+  // radix select (k > 2048; cached keys up to 48K entries). Sanitizer runs (small scale) keep one shape per
   // path and the distributions richest in ties and specials.
   // Rows of a multiple of 8 entries (16-byte aligned) take the filter's vector loads, the others scalar
   // loads: both, with whole and partial last tiles (filter tiles: 8192 fp32 / 16384 BF16 entries). Filter
