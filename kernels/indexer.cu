@@ -511,6 +511,7 @@ struct FastArgs {
   float* scores;
   int rows_per_cta;          // min(n, kFastRows): the shared query slots
   bool force_redo;           // IndexScoringArgs::force_exact_redo
+  bool whole_tail_tiles;     // IndexScoringArgs::ab_whole_tail_tiles
   PreparedQueries prepared;  // several rows: the preparation kernel's results
 };
 
@@ -672,6 +673,7 @@ constexpr int kWarpEntries = 32;
 constexpr int kTileUnits = kFastTileEntries / kWarpEntries;
 constexpr int kUnitBytes = kWarpEntries * kKeyBytes;
 static_assert(kUnitBytes % 16 == 0, "bulk copies start on 16-byte boundaries");
+static_assert(kTileUnits == kPipelineThreads / 32 && (kTileUnits & (kTileUnits - 1)) == 0, "a unit per warp");
 
 // A tile: `units` units from unit `unit`.
 struct KeyTile {
@@ -684,19 +686,27 @@ struct KeyTile {
 // kWarpEntries; else -1), which fill_tile_tail completes.
 struct KeyRounds {
   int pipeline, pipelines, full, rest, count, tail_round;
+  bool whole_tail_tiles;  // A/B (FastArgs::whole_tail_tiles): the last round as whole tiles to the first
   __device__ KeyTile tile(int round) const {
     if (round < full) return {(round * pipelines + pipeline) * kTileUnits, kTileUnits};
     const int base = full * pipelines * kTileUnits;
+    if (whole_tail_tiles) {
+      const int lo = base + pipeline * kTileUnits;
+      return {lo, max(min(kTileUnits, base + rest - lo), 0)};
+    }
     const int lo = base + pipeline * rest / pipelines, hi = base + (pipeline + 1) * rest / pipelines;
     return {lo, hi - lo};
   }
 };
-__device__ inline KeyRounds key_rounds(int64_t count, int pipelines, int pipeline) {
+__device__ inline KeyRounds key_rounds(int64_t count, int pipelines, int pipeline, bool whole_tail_tiles) {
   const int units = static_cast<int>((count + kWarpEntries - 1) / kWarpEntries);
   const int full = units / (pipelines * kTileUnits), rest = units - full * pipelines * kTileUnits;
-  const int rounds = full + (rest > 0 ? 1 : 0);
-  const bool tail = count % kWarpEntries != 0 && pipeline == pipelines - 1;
-  return {pipeline, pipelines, full, rest, rounds, tail ? rounds - 1 : -1};
+  KeyRounds r{pipeline, pipelines, full, rest, full + (rest > 0 ? 1 : 0), -1, whole_tail_tiles};
+  // The tile holding the last unit, when that unit is partial.
+  const KeyTile last = r.tile(r.count - 1);
+  if (count % kWarpEntries != 0 && last.units > 0 && last.unit + last.units == units)
+    r.tail_round = r.count - 1;
+  return r;
 }
 
 // Tile `tile` of key records into a stage, issued by one thread: its whole 16-byte chunks by one bulk copy
@@ -1160,7 +1170,7 @@ __global__ void __launch_bounds__(kPipes* kPipelineThreads, 1)
   // per pipeline and 64 SMs 60 (the s7 profile: busiest SM 72.3K cycles against an average of 69.1K).
   // Unit counts in 32 bits: key_count < 2^31 · 32.
   const KeyRounds rounds = key_rounds(a.count, static_cast<int>(gridDim.x) * kPipes,
-                                      static_cast<int>(blockIdx.x) * kPipes + pipeline);
+                                      static_cast<int>(blockIdx.x) * kPipes + pipeline, a.whole_tail_tiles);
   const uint32_t stage0 = shared_address(stages), full0 = shared_address(&stage_full[pipeline][0]),
                  empty0 = shared_address(&stage_empty[pipeline][0]);
   // The small loads the preparation waits for first, so that they do not queue behind the tile copies:
@@ -1240,9 +1250,13 @@ __global__ void __launch_bounds__(kPipes* kPipelineThreads, 1)
       fill_tile_tail(a, tile, stages + stage * kFastTileBytes, thread);
       pipeline_sync(pipeline);
     }
-    if (pipeline_warp < tile.units) {  // a shorter tile of the last round leaves warps without a unit
-      const uint8_t* records = stages + stage * kFastTileBytes + pipeline_warp * kUnitBytes;
-      const int64_t entry0 = static_cast<int64_t>(tile.unit + pipeline_warp) * kWarpEntries;
+    // The tile's units go to the pipeline's warps rotated by the pipeline index: warp w of every pipeline
+    // runs on scheduler w, so unrotated, the last round's short tiles (two or three units each at 1M keys)
+    // left one or two of the SM's four schedulers idle for a whole round (s7r1).
+    const int unit_index = (pipeline_warp - pipeline) & (kTileUnits - 1);
+    if (unit_index < tile.units) {  // a shorter tile of the last round leaves warps without a unit
+      const uint8_t* records = stages + stage * kFastTileBytes + unit_index * kUnitBytes;
+      const int64_t entry0 = static_cast<int64_t>(tile.unit + unit_index) * kWarpEntries;
       // Decoded once for all rows of the CTA.
       const KeyExponents k = key_exponents(records, lane, g, t);
       uint32_t frag_a[2][kFastBlocks][4];
@@ -1358,7 +1372,8 @@ template <int kHeads, bool kOneRow>
 void launch_fast_scores_for(const IndexScoringArgs& args, void* workspace, cudaStream_t stream) {
   const int rows_per_cta = static_cast<int>(std::min<int64_t>(args.n, kFastRows));
   FastArgs fast{args.keys,  args.key_count, args.queries, args.head_weights,     args.n_visible,   args.n,
-                args.heads, args.scores,    rows_per_cta, args.force_exact_redo, PreparedQueries{}};
+                args.heads, args.scores,    rows_per_cta, args.force_exact_redo, args.ab_whole_tail_tiles,
+                PreparedQueries{}};
   if constexpr (!kOneRow) {
     fast.prepared = prepared_in(workspace, args.n, args.heads);
     prepare_queries_kernel<<<static_cast<unsigned>(args.n), kPrepareThreads, 0, stream>>>(
