@@ -3,16 +3,17 @@
 // at the phase boundaries; printed per shape as the median over a few calls, in ns from the first stamp of
 // the call (the global timer) and in SM cycles within a kernel (the clock). The library build has no stamps;
 // the timed numbers are bench_topk's. Phases: short kernel 0 start, 1 loads + max, 2 guess L, 3 flags
-// counted, 4 candidates placed, 5 radix passes, 6 end; long rows in two launches: filter CTA (0, 0) 10
-// start, 11 L known (its sample taken), 12 end; merge CTA 0 13 past its wait (the filter grid done), 14
-// gathered, 5 radix passes, 15 end. Each shape's call is also timed (bench_topk's method) in the same run.
-// Session 6 timed rows of up to 16 chunks as one thread-block cluster (one launch, the candidates meeting in
-// the leader CTA through distributed shared memory): ~0.5 us faster at 4 chunks in two rounds, tied in the
-// third, 2-3 us slower at 16 chunks (cluster barriers ~0.3 us each, the leader waiting for the slowest CTA);
-// removed in session 7. Session 7 timed a one-launch variant (the row's last filter CTA merging, found by an
-// atomic ticket) against the two launches: slower on every shape (s7r1, BF16 256K b1 16.1 vs 14.3 us, 1M b1
-// 20.1 vs 15.4): the ticket (fences and an atomic) took 1.1 us, as long as the grid wait it replaced, and the
-// merge ran slower inside the filter kernel (gather 2.7 vs 2.1 us at 256K, 4.9 vs 2.2 at 1M); removed.
+// counted, 4 candidates placed, 5 radix passes, 7 compaction counts scanned, 8 selected indices out, 6 end;
+// long rows in two launches: filter CTA (0, 0) 10 start, 11 L known (its sample taken), 12 end; merge CTA 0
+// 13 past its wait (the filter grid done), 14 gathered, 5 radix passes, 7, 8 as in the short kernel, 15 end.
+// Each shape's call is also timed (bench_topk's method) in the same run. Session 6 timed rows of up to 16
+// chunks as one thread-block cluster (one launch, the candidates meeting in the leader CTA through
+// distributed shared memory): ~0.5 us faster at 4 chunks in two rounds, tied in the third, 2-3 us slower at
+// 16 chunks (cluster barriers ~0.3 us each, the leader waiting for the slowest CTA); removed in session 7.
+// Session 7 timed a one-launch variant (the row's last filter CTA merging, found by an atomic ticket) against
+// the two launches: slower on every shape (s7r1, BF16 256K b1 16.1 vs 14.3 us, 1M b1 20.1 vs 15.4): the
+// ticket (fences and an atomic) took 1.1 us, as long as the grid wait it replaced, and the merge ran slower
+// inside the filter kernel (gather 2.7 vs 2.1 us at 256K, 4.9 vs 2.2 at 1M); removed.
 #define FLASHKV_TOPK_PHASES 1
 // Own names for the entry points, so this copy never meets the library's.
 #define top_k_rows top_k_rows_phases
@@ -56,9 +57,9 @@ Stamps traced_call(fc::ScoreType type, int64_t rows, int64_t n, const void* scor
   return stamps;
 }
 
-// The first stamp of the kernel that stamps `slot` (slot 5 is the short or merge kernel's).
+// The first stamp of the kernel that stamps `slot` (slots 5, 7, 8 are the short or merge kernel's).
 int kernel_origin(int slot, const Stamps& stamps) {
-  if (slot <= 6) return stamps[0][0] != 0 ? 0 : 13;
+  if (slot <= 8) return stamps[0][0] != 0 ? 0 : 13;
   return slot <= 12 ? 10 : 13;
 }
 

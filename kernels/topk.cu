@@ -578,9 +578,17 @@ __device__ void select_candidates(const uint32_t* keys, const int32_t* indices, 
     while (shift > 0) {
       const int low = max(shift - 11, 0);
       const uint32_t mask = (1u << (shift - low)) - 1u;
-      for (uint32_t i = threadIdx.x; i < count; i += kThreads) {
-        const uint32_t e = distance(keys[i]);
-        if ((static_cast<uint64_t>(e) >> shift) == prefix) atomicAdd(&hist[(e >> low) & mask], 1u);
+      // One atomic per distinct bin and warp (its lanes matched first): BF16 candidates crowd into a few bins
+      // (ties), whose same-address increments serialize across the CTA's warps (s7r1: BF16 1M b1's one pass
+      // took longer than fp32's two). Rounds of kThreads candidates: every lane of a warp takes part.
+      for (uint32_t round = 0; round < count; round += kThreads) {
+        const uint32_t i = round + threadIdx.x;
+        const uint32_t e = i < count ? distance(keys[i]) : 0u;
+        const bool counted = i < count && (static_cast<uint64_t>(e) >> shift) == prefix;
+        const uint32_t bin = counted ? (e >> low) & mask : static_cast<uint32_t>(kBins);  // kBins: none
+        const uint32_t peers = __match_any_sync(~0u, bin);
+        if (counted && (threadIdx.x & 31u) == static_cast<uint32_t>(__ffs(peers) - 1))
+          atomicAdd(&hist[bin], static_cast<uint32_t>(__popc(peers)));
       }
       __syncthreads();
       uint32_t digit = 0, remaining = 0;
@@ -606,18 +614,34 @@ __device__ void select_candidates(const uint32_t* keys, const int32_t* indices, 
     packed += q == prefix ? 0x10000u : (q > prefix ? 1u : 0u);
   }
   const uint32_t before = block_exclusive_sum<kThreads>(packed);
+  TOPK_PHASE(7);
+  // The selected indices go to their slots in `hist` (free: choose_digit's last barrier is past its reads)
+  // when k <= kBins, then out in coalesced rows; else straight to out.
+  const bool staged = k <= kBins;
+  const auto emit = [&](uint32_t slot, int32_t index) {
+    if (staged)
+      hist[slot] = static_cast<uint32_t>(index);
+    else
+      out[slot] = index;
+  };
   uint32_t greater_rank = before & 0xFFFFu, equal_rank = before >> 16;
   for (uint32_t i = first; i < last; ++i) {
     const uint64_t q = level(i);
     if (q == prefix) {
-      if (equal_rank < need) out[greater_rank + equal_rank] = indices[i];
+      if (equal_rank < need) emit(greater_rank + equal_rank, indices[i]);
       ++equal_rank;
     } else if (q > prefix) {
-      out[greater_rank + min(equal_rank, need)] = indices[i];
+      emit(greater_rank + min(equal_rank, need), indices[i]);
       ++greater_rank;
     }
   }
-  for (int64_t i = min(static_cast<int64_t>(count), k) + threadIdx.x; i < k; i += kThreads) out[i] = -1;
+  const int64_t valid = min(static_cast<int64_t>(count), k);
+  if (staged) {  // the same in every thread
+    __syncthreads();
+    for (int64_t i = threadIdx.x; i < valid; i += kThreads) out[i] = static_cast<int32_t>(hist[i]);
+  }
+  TOPK_PHASE(8);
+  for (int64_t i = valid + threadIdx.x; i < k; i += kThreads) out[i] = -1;
 }
 
 // ---- short rows: one CTA per row, the row in registers ---------------------------------------------------
