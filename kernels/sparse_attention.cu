@@ -1442,10 +1442,8 @@ __device__ inline void normalise_output(OnlineRows& rows, OnlineExchange& x, con
   }
 }
 
-// kOnlineShared (bench only, round s7r1's A/B against kOnline's warp-specialised kernel below): every warp
-// decodes and multiplies.
 __global__ void __launch_bounds__(kThreads, 1)
-    online_shared_kernel(SparseAttentionArgs args, int key_stride, float scale2) {
+    online_attention_kernel(SparseAttentionArgs args, int key_stride, float scale2) {
   constexpr float kLog2e = 1.4426950408889634f;
   extern __shared__ __align__(1024) uint8_t smem[];
   if (shared_misaligned(smem)) return;
@@ -1544,29 +1542,30 @@ __global__ void __launch_bounds__(kThreads, 1)
   profile_point(args.profile, 4);
 }
 
-void launch_online_shared(const SparseAttentionArgs& args, int key_stride, float scale, cudaStream_t stream) {
+void launch_online(const SparseAttentionArgs& args, int key_stride, float scale, cudaStream_t stream) {
   static std::atomic<uint64_t> configured_devices{0};
-  configure_once(online_shared_kernel, configured_devices, online_shared_bytes(kSparseAttentionMaxKeys));
-  online_shared_kernel<<<static_cast<unsigned>(args.n), kThreads, online_shared_bytes(key_stride), stream>>>(
-      args, key_stride, scale * 1.4426950408889634f);
+  configure_once(online_attention_kernel, configured_devices, online_shared_bytes(kSparseAttentionMaxKeys));
+  online_attention_kernel<<<static_cast<unsigned>(args.n), kThreads, online_shared_bytes(key_stride),
+                            stream>>>(args, key_stride, scale * 1.4426950408889634f);
   FKV_CUDA_CHECK_LAUNCH();
 }
 
-// ---- single pass, warp-specialised (kOnline) --------------------------------------------------------------
-// kOnlineShared's arithmetic (the same P, rescales and output bits) with half of each tile's decode moved out
-// of the warps that issue wgmma. Session 6 measured that a warp issuing the 16 Q·Kᵀ wgmmas of a tile is
-// blocked until they have run (~0.85-1.0K cycles), so kOnlineShared's first half-decode (~0.9K) never
-// overlapped Q·Kᵀ; its second half did overlap P·V. Here a producer warpgroup (warpgroup 2, 128 threads)
-// loads and decodes keys [8·kConsumerChunks, 64) of every tile (kOnline: 32-63), while the consumers
-// (warpgroups 0 and 1) run kOnlineShared's loop with only keys [0, 8·kConsumerChunks) of the next tile to
-// decode, in P·V's shadow. Hand-offs through mbarriers with explicit phase parities: FULL[b] (128 producer
+// ---- single pass, warp-specialised (kOnlineWs, kOnlineWsTail: bench only, round s7r2's A/B) --------------
+// kOnline's arithmetic (the same P, rescales and output bits) with part of each tile's decode moved out of
+// the warps that issue wgmma. A producer warpgroup (warpgroup 2, 128 threads) loads and decodes keys
+// [8·kConsumerChunks, 64) of every tile, while the consumers (warpgroups 0 and 1) run kOnline's loop with
+// only keys [0, 8·kConsumerChunks) of the next tile to decode: chunks [0, kTailChunks) in Q·Kᵀ's tail, the
+// rest in P·V's shadow. Hand-offs through mbarriers with explicit phase parities: FULL[b] (128 producer
 // arrivals after decoding its keys into buffer b and fencing the stores for the async proxy), EMPTY[b] (256
 // consumer arrivals once their P·V of buffer b has completed); the consumers' own keys are published among
 // them by named barrier 1 (256 threads), on which their softmax exchanges also run. setmaxnreg gives the
-// consumers the registers of O (128 fp32 per thread).
-// Rounds s5r1/s5r2 ran a producer that decoded whole tiles (code at 8fe313b): it fell 1.1-1.6K cycles per
-// tile behind consumers that needed ~3.3K. (512 threads, two producer warpgroups, do not compile: 128
-// registers per thread at launch is below the 158 that an m64n256k16 wgmma with its 128 accumulators needs.)
+// consumers the registers of O (128 fp32 per thread). Round s7r1 (b128, tile 5): with keys 32-63 to the
+// producer the consumers' tile was 4.44K cycles (wait 343 | Q·Kᵀ 1445 | softmax 1104 | decode beside P·V
+// 1537) against kOnline's 4.6K, the producer idle 2.0K of it; with keys 16-63 the producer needed 5.1K. Q·Kᵀ
+// (both operands from shared memory, at the 128 B/cycle bandwidth) slows beside the producer's stores, and
+// kOnline's Q·Kᵀ tail already overlapped its decode. (512 threads, two producer warpgroups, do not compile:
+// 128 registers per thread at launch is below the 158 that an m64n256k16 wgmma with its 128 accumulators
+// needs.)
 constexpr int kWsThreads = 384;
 constexpr int kProducerThreads = 128;
 constexpr int kProducerMarker = kThreads;  // the producer thread that writes its profile marks
@@ -1697,9 +1696,10 @@ __device__ void ws_produce(const Layout& s, const KeySource& src, int tiles, uin
   }
 }
 
-// The consumers (warpgroups 0 and 1): kOnlineShared's loop with the producer's keys of each tile waited for
-// on FULL and only keys [0, 8·kConsumerChunks) of the next tile decoded (during P·V), then the output.
-template <int kConsumerChunks>
+// The consumers (warpgroups 0 and 1): kOnline's loop with the producer's keys of each tile waited for
+// on FULL and only keys [0, 8·kConsumerChunks) of the next tile decoded (in Q·Kᵀ's tail and P·V's shadow),
+// then the output.
+template <int kConsumerChunks, int kTailChunks>
 __device__ void ws_consume(const Layout& s, const SparseAttentionArgs& args, const KeySource& src, int tiles,
                            float scale2, uint8_t* q_tile, uint8_t* buffers, OnlineExchange& exchange,
                            WsBarriers& bars, const float* sinks) {
@@ -1709,7 +1709,7 @@ __device__ void ws_consume(const Layout& s, const SparseAttentionArgs& args, con
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int group = warpgroup_index();
   const int head0 = 16 * (warp & 3);
-  // tiles 0 and 1 requested together, Q's second half after them (as kOnlineShared's prologue)
+  // tiles 0 and 1 requested together, Q's second half after them (as kOnline's prologue)
   TileRecords<kTileKeys> records;
   {
     TileRecords<kTileKeys> first;
@@ -1738,6 +1738,10 @@ __device__ void ws_consume(const Layout& s, const SparseAttentionArgs& args, con
 #pragma unroll
     for (int i = 0; i < 32; ++i) acc[i] = 0.0f;
     issue_qk_shared<16>(acc, q_base, current, 256 * group);
+    // chunks [0, kTailChunks) of the consumers' keys of tile t + 1 in Q·Kᵀ's tail (the issue returns ~0.6K
+    // cycles before Q·Kᵀ completes; tile t − 1's P·V completed before the last barrier)
+    if (tile + 1 < tiles) store_tile<kTileKeys, true, 0, kTailChunks, true>(next, src, tile + 1, records);
+    tile_mark(s, tile, 19);
     wait_wgmma(acc);
     tile_mark(s, tile, 12);
     uint32_t pa[4][4];
@@ -1746,7 +1750,9 @@ __device__ void ws_consume(const Layout& s, const SparseAttentionArgs& args, con
     tile_mark(s, tile, 13);
     // the consumers' keys of tile t + 1 into the other buffer (tile t − 1's P·V completed before the last
     // barrier), then their records for tile t + 2
-    if (tile + 1 < tiles) store_tile<kTileKeys, true, 0, kConsumerChunks, true>(next, src, tile + 1, records);
+    if (tile + 1 < tiles) {
+      store_tile<kTileKeys, true, kTailChunks, kConsumerChunks, true>(next, src, tile + 1, records);
+    }
     if (tile + 2 < tiles) load_tile<kTileKeys, 0, kConsumerChunks>(s, src, tile + 2, records);
     tile_mark(s, tile, 15);
     wait_wgmma(o);
@@ -1769,9 +1775,9 @@ __device__ void ws_consume(const Layout& s, const SparseAttentionArgs& args, con
   profile_point(args.profile, 4);
 }
 
-template <int kConsumerChunks>
+template <int kConsumerChunks, int kTailChunks>
 __global__ void __launch_bounds__(kWsThreads, 1)
-    online_attention_kernel(SparseAttentionArgs args, int key_stride, float scale2) {
+    online_ws_kernel(SparseAttentionArgs args, int key_stride, float scale2) {
   extern __shared__ __align__(1024) uint8_t smem[];
   if (shared_misaligned(smem)) return;
   uint8_t* q_tile = smem;
@@ -1788,7 +1794,7 @@ __global__ void __launch_bounds__(kWsThreads, 1)
 
   const int64_t row = blockIdx.x;
   profile_point(args.profile, 0);
-  // as kOnlineShared's prologue, by the consumers: the key list's loads first, the sinks and Q's first half
+  // as kOnline's prologue, by the consumers: the key list's loads first, the sinks and Q's first half
   // copied during their round trip (the producer's warps have no slots)
   const KeySlots slots = load_key_slots(args, row);
   if (threadIdx.x < kHeads) cp_async<4>(smem_address(sinks + threadIdx.x), args.sink + threadIdx.x);
@@ -1809,16 +1815,17 @@ __global__ void __launch_bounds__(kWsThreads, 1)
     ws_produce<kConsumerChunks>(s, src, tiles, buffers, bars);
   } else {
     registers_increase<kConsumerRegisters<kConsumerChunks>>();
-    ws_consume<kConsumerChunks>(s, args, src, tiles, scale2, q_tile, buffers, exchange, bars, sinks);
+    ws_consume<kConsumerChunks, kTailChunks>(s, args, src, tiles, scale2, q_tile, buffers, exchange, bars,
+                                             sinks);
   }
 }
 
-template <int kConsumerChunks>
-void launch_online(const SparseAttentionArgs& args, int key_stride, float scale, cudaStream_t stream) {
+template <int kConsumerChunks, int kTailChunks>
+void launch_online_ws(const SparseAttentionArgs& args, int key_stride, float scale, cudaStream_t stream) {
   static std::atomic<uint64_t> configured_devices{0};
-  configure_once(online_attention_kernel<kConsumerChunks>, configured_devices,
+  configure_once(online_ws_kernel<kConsumerChunks, kTailChunks>, configured_devices,
                  ws_shared_bytes(kSparseAttentionMaxKeys));
-  online_attention_kernel<kConsumerChunks>
+  online_ws_kernel<kConsumerChunks, kTailChunks>
       <<<static_cast<unsigned>(args.n), kWsThreads, ws_shared_bytes(key_stride), stream>>>(
           args, key_stride, scale * 1.4426950408889634f);
   FKV_CUDA_CHECK_LAUNCH();
@@ -2084,13 +2091,13 @@ void sparse_attention(const SparseAttentionArgs& args, cudaStream_t stream, Spar
       return launch<1>(args, key_stride, scale, stream);
     case SparseAttentionVariant::kOnline:
       // wgmma-only, like kSplitKeys: elsewhere the mma.sync kernel
-      if (runs_sm90a_code()) return launch_online<4>(args, key_stride, scale, stream);
+      if (runs_sm90a_code()) return launch_online(args, key_stride, scale, stream);
       return launch<0>(args, key_stride, scale, stream);
-    case SparseAttentionVariant::kOnlineProducer:
-      if (runs_sm90a_code()) return launch_online<2>(args, key_stride, scale, stream);
+    case SparseAttentionVariant::kOnlineWs:
+      if (runs_sm90a_code()) return launch_online_ws<3, 0>(args, key_stride, scale, stream);
       return launch<0>(args, key_stride, scale, stream);
-    case SparseAttentionVariant::kOnlineShared:
-      if (runs_sm90a_code()) return launch_online_shared(args, key_stride, scale, stream);
+    case SparseAttentionVariant::kOnlineWsTail:
+      if (runs_sm90a_code()) return launch_online_ws<3, 1>(args, key_stride, scale, stream);
       return launch<0>(args, key_stride, scale, stream);
     case SparseAttentionVariant::kSplitKeys:
       // its kernels are wgmma-only: elsewhere (the compute_90 PTX on a later device) the mma.sync kernel
