@@ -78,9 +78,11 @@ constexpr uint32_t kMidpointMargin = 3;
 // Compile-time for the window kernel (dim 512, faithful only): checking a run-time value in every row cost
 // registers and moves.
 constexpr unsigned kAblateRope = 1, kAblateNormFallback = 4, kAblateNormAndRope = 8;
-constexpr unsigned kAblateUncappedRegisters = 16;  // all three kernels, records still valid
-constexpr unsigned kAblateKeys80Registers = 32;    // key kernel at 3 CTAs per SM, records still valid
-constexpr unsigned kAblateKeysExchange = 64;       // V4 keys by the general kernel (RoPE exchange), valid
+constexpr unsigned kAblateTrigLate = 2;  // window: cos/sin after RMSNorm (session 6's place), records valid
+constexpr unsigned kAblate48Registers =
+    16;  // V4 window, ratio-1 and halves key kernels at 5 CTAs per SM, valid
+constexpr unsigned kAblateKeys80Registers = 32;  // key kernel at 3 CTAs per SM, records still valid
+constexpr unsigned kAblateKeysExchange = 64;     // V4 keys by the general kernel (RoPE exchange), valid
 unsigned g_window_ablation = 0;
 
 // ---- row loads and stores -------------------------------------------------------------------------------
@@ -1727,11 +1729,13 @@ __global__ void __launch_bounds__(kThreads, kMinCtas) window_write_kernel(Window
         if constexpr (kAblate & kAblateNormAndRope) {
           write(x);
         } else {
-          const RopeTrig<kLanes, kFaithful> trig = rope_trig<kLanes>(position, rope_lane);  // before RMSNorm
+          RopeTrig<kLanes, kFaithful> trig;
+          if constexpr (!(kAblate & kAblateTrigLate)) trig = rope_trig<kLanes>(position, rope_lane);  // early
           ChannelPair<kFaithful> pairs[kChannels / 2];
           rms_norm_chunk<kLanes, kFaithful>(x, reload, norm.w, weights_bounded, a.eps, kDim,
                                             LaneSpan(lanes.lane_in_row, kDim, false), lanes.first_lane,
                                             significand_bits, pairs, kAblate);
+          if constexpr ((kAblate & kAblateTrigLate) != 0) trig = rope_trig<kLanes>(position, rope_lane);
           if constexpr (!(kAblate & kAblateRope)) {
             rope_chunk<kLanes, kFaithful>(pairs, position, rope_lane, trig);
           }
@@ -1991,8 +1995,12 @@ void dispatch(int dim, KvNumerics numerics, const Launch& launch) {
 
 // The kernels with registers capped for kWindowCtasPerSm / kCompressorCtasPerSm resident CTAs, or (bench A/B,
 // set_window_ablation_for_bench bit 16) as the compiler allocates them.
-bool uncapped_registers() {
-  return (g_window_ablation & kAblateUncappedRegisters) != 0;
+// Bench A/B (V4 shapes only): 48 registers, 5 CTAs (40 warps) per SM. The rows are per-warp latency chains
+// (s7r1: ~12 cycles per issued instruction per warp; instruction cuts of ~10% moved nothing), so warps per
+// SM are the lever, against the spills the cap brings (ptxas: window 100/136 B, ratio 1 36/60 B, halves keys
+// 20/32 B). Replaces the uncapped A/B (fewer warps: it lost in every round since session 4).
+bool registers_48() {
+  return (g_window_ablation & kAblate48Registers) != 0;
 }
 template <int kDim, bool kFaithful>
 struct WindowKernels {
@@ -2001,6 +2009,8 @@ struct WindowKernels {
       switch (g_window_ablation & 15u) {
         case kAblateRope:
           return window_write_kernel<kDim, kFaithful, kWindowCtasPerSm<kFaithful>, kAblateRope>;
+        case kAblateTrigLate:
+          return window_write_kernel<kDim, kFaithful, kWindowCtasPerSm<kFaithful>, kAblateTrigLate>;
         case kAblateNormFallback:
           return window_write_kernel<kDim, kFaithful, kWindowCtasPerSm<kFaithful>, kAblateNormFallback>;
         case kAblateNormAndRope:
@@ -2008,17 +2018,18 @@ struct WindowKernels {
         default:
           break;
       }
+      if (registers_48()) return window_write_kernel<kDim, kFaithful, 5>;
     }
-    return uncapped_registers() ? window_write_kernel<kDim, kFaithful, 1>
-                                : window_write_kernel<kDim, kFaithful, kWindowCtasPerSm<kFaithful>>;
+    return window_write_kernel<kDim, kFaithful, kWindowCtasPerSm<kFaithful>>;
   }
 };
 template <int kDim, bool kFaithful>
 struct CompressorKernels {
   static auto get() {
-    return uncapped_registers()
-               ? compressor_write_kernel<kDim, kFaithful, 1, 1>
-               : compressor_write_kernel<kDim, kFaithful, kCompressorCtasPerSm<kFaithful>, 1>;
+    if constexpr (kDim == 512 && kFaithful) {
+      if (registers_48()) return compressor_write_kernel<kDim, kFaithful, 5, 1>;
+    }
+    return compressor_write_kernel<kDim, kFaithful, kCompressorCtasPerSm<kFaithful>, 1>;
   }
 };
 // Ratio 2 holds four fp32 inputs per lane: capped at 80 registers (3 CTAs per SM) it ran slower than the
@@ -2035,8 +2046,7 @@ struct KeyKernels {
       if ((g_window_ablation & kAblateKeys80Registers) != 0)
         return index_key_write_kernel<kDim, kFaithful, 3>;
     }
-    return uncapped_registers() ? index_key_write_kernel<kDim, kFaithful, 1>
-                                : index_key_write_kernel<kDim, kFaithful, kKeyCtasPerSm<kFaithful>>;
+    return index_key_write_kernel<kDim, kFaithful, kKeyCtasPerSm<kFaithful>>;
   }
 };
 
@@ -2114,7 +2124,7 @@ bool key_halves(const IndexKeyWriteArgs& a) {
 }
 auto key_halves_kernel() {
   if ((g_window_ablation & kAblateKeys80Registers) != 0) return index_key_halves_kernel<3>;
-  return uncapped_registers() ? index_key_halves_kernel<1> : index_key_halves_kernel<kKeyCtasPerSm<true>>;
+  return registers_48() ? index_key_halves_kernel<5> : index_key_halves_kernel<kKeyCtasPerSm<true>>;
 }
 
 }  // namespace
