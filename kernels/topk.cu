@@ -318,16 +318,17 @@ __device__ inline uint32_t lower_key(uint32_t max_key, uint32_t bucket) {
 }
 // Which sampled entry's bucket bounds the guess. Of `samples` evenly spread entries, about λ = k·samples/n
 // lie at or above the row's k-th largest (uniform rows: a Poisson count), and the guess fails (fewer than k
-// entries >= L) when the rank-th largest sampled entry lies above it: rank = max(2λ, λ + 4√λ + 8, 16) keeps
-// that below ~1e-6 for every λ (2λ alone, used up to session 6: 8e-3 at λ = 8, 3e-4 at λ = 16), at about
-// rank·n/samples candidates (2k for λ >= 32, 2.5k at λ = 16, 3.5k at λ = 8, 5k at λ = 4), but the middle
-// term stays below capacity/2 expected candidates (room for kept ones: overflow is the other failure).
-// Same arithmetic in every CTA of a row: the same rank.
+// entries >= L: a whole-row radix select, hundreds of us) when the rank-th largest sampled entry lies above
+// it: rank = max(2λ, λ + 4√λ + 4, 16) keeps that near or below 1e-5 for every λ (2λ alone, used up to
+// session 6: 8e-3 at λ = 8, 3e-4 at λ = 16), at about rank·n/samples candidates (2k for λ >= 32, 2.25k at
+// λ = 16, 3k at λ = 8, 4k at λ = 4), each costing the merge ~1.5 cycles (s7r1), so the margin is no larger;
+// its middle term stays below capacity/2 expected candidates (overflow is the other failure). Same
+// arithmetic in every CTA of a row: the same rank.
 __device__ inline uint32_t sample_rank(int64_t k, int64_t samples, int64_t n, int64_t capacity) {
   const float per_entry = static_cast<float>(samples) / static_cast<float>(n);
   const float lambda = static_cast<float>(k) * per_entry;
   const float margin =
-      fminf(lambda + 4.0f * sqrtf(lambda) + 8.0f, 0.5f * static_cast<float>(capacity) * per_entry);
+      fminf(lambda + 4.0f * sqrtf(lambda) + 4.0f, 0.5f * static_cast<float>(capacity) * per_entry);
   const float rank = ceilf(fmaxf(2.0f * lambda, margin));
   return rank >= 2147483647.0f ? 0x7FFFFFFFu : max(static_cast<uint32_t>(rank), 16u);
 }
