@@ -129,10 +129,6 @@ int main() {
         };
         measure(name);
         if (n == kMaxKeys) {
-          // A/B for s7r2 (removed after it): the last round's keys as whole tiles to the first pipelines.
-          args.ab_whole_tail_tiles = true;
-          measure(name + "_wholetail");
-          args.ab_whole_tail_tiles = false;
           args.head_weights = weights_f32.as<float>();
           measure(name + "_f32w");
         }

@@ -511,7 +511,6 @@ struct FastArgs {
   float* scores;
   int rows_per_cta;          // min(n, kFastRows): the shared query slots
   bool force_redo;           // IndexScoringArgs::force_exact_redo
-  bool whole_tail_tiles;     // IndexScoringArgs::ab_whole_tail_tiles
   PreparedQueries prepared;  // several rows: the preparation kernel's results
 };
 
@@ -681,27 +680,23 @@ struct KeyTile {
 };
 
 // The tiles of one pipeline (fast_scores_kernel): round r < full its tile of kTileUnits units, the last round
-// (when units are left over) its even share of them. tail_round: the round whose tile holds entries past
+// (when units are left over) its even share of them (s7r2, same run: 1M b4 102.05 vs 102.78 us queued with
+// the rest dealt as whole tiles to the first pipelines, b1 43.46 vs 43.49). tail_round: the round whose tile holds entries past
 // the key buffer's end (the last pipeline's last tile when the key count is not a multiple of
 // kWarpEntries; else -1), which fill_tile_tail completes.
 struct KeyRounds {
   int pipeline, pipelines, full, rest, count, tail_round;
-  bool whole_tail_tiles;  // A/B (FastArgs::whole_tail_tiles): the last round as whole tiles to the first
   __device__ KeyTile tile(int round) const {
     if (round < full) return {(round * pipelines + pipeline) * kTileUnits, kTileUnits};
     const int base = full * pipelines * kTileUnits;
-    if (whole_tail_tiles) {
-      const int lo = base + pipeline * kTileUnits;
-      return {lo, max(min(kTileUnits, base + rest - lo), 0)};
-    }
     const int lo = base + pipeline * rest / pipelines, hi = base + (pipeline + 1) * rest / pipelines;
     return {lo, hi - lo};
   }
 };
-__device__ inline KeyRounds key_rounds(int64_t count, int pipelines, int pipeline, bool whole_tail_tiles) {
+__device__ inline KeyRounds key_rounds(int64_t count, int pipelines, int pipeline) {
   const int units = static_cast<int>((count + kWarpEntries - 1) / kWarpEntries);
   const int full = units / (pipelines * kTileUnits), rest = units - full * pipelines * kTileUnits;
-  KeyRounds r{pipeline, pipelines, full, rest, full + (rest > 0 ? 1 : 0), -1, whole_tail_tiles};
+  KeyRounds r{pipeline, pipelines, full, rest, full + (rest > 0 ? 1 : 0), -1};
   // The tile holding the last unit, when that unit is partial.
   const KeyTile last = r.tile(r.count - 1);
   if (count % kWarpEntries != 0 && last.units > 0 && last.unit + last.units == units)
@@ -1170,7 +1165,7 @@ __global__ void __launch_bounds__(kPipes* kPipelineThreads, 1)
   // per pipeline and 64 SMs 60 (the s7 profile: busiest SM 72.3K cycles against an average of 69.1K).
   // Unit counts in 32 bits: key_count < 2^31 · 32.
   const KeyRounds rounds = key_rounds(a.count, static_cast<int>(gridDim.x) * kPipes,
-                                      static_cast<int>(blockIdx.x) * kPipes + pipeline, a.whole_tail_tiles);
+                                      static_cast<int>(blockIdx.x) * kPipes + pipeline);
   const uint32_t stage0 = shared_address(stages), full0 = shared_address(&stage_full[pipeline][0]),
                  empty0 = shared_address(&stage_empty[pipeline][0]);
   // The small loads the preparation waits for first, so that they do not queue behind the tile copies:
@@ -1372,8 +1367,7 @@ template <int kHeads, bool kOneRow>
 void launch_fast_scores_for(const IndexScoringArgs& args, void* workspace, cudaStream_t stream) {
   const int rows_per_cta = static_cast<int>(std::min<int64_t>(args.n, kFastRows));
   FastArgs fast{args.keys,  args.key_count, args.queries, args.head_weights,     args.n_visible,   args.n,
-                args.heads, args.scores,    rows_per_cta, args.force_exact_redo, args.ab_whole_tail_tiles,
-                PreparedQueries{}};
+                args.heads, args.scores,    rows_per_cta, args.force_exact_redo, PreparedQueries{}};
   if constexpr (!kOneRow) {
     fast.prepared = prepared_in(workspace, args.n, args.heads);
     prepare_queries_kernel<<<static_cast<unsigned>(args.n), kPrepareThreads, 0, stream>>>(

@@ -49,9 +49,6 @@ struct IndexScoringArgs {
   // sum) as if its rounding certificate had failed. Same results, slower; tests/gpu/test_indexer.cpp runs
   // it so that the conformance tests cover that path every time.
   bool force_exact_redo = false;
-  // A/B for round s7r2 (bench-only, removed after it): the keys left after the last full round of tiles
-  // dealt as whole tiles to the first pipelines (as before session 7) instead of split evenly.
-  bool ab_whole_tail_tiles = false;
 };
 
 // On the tensor-core path one row (decode) is one kernel launch without scratch memory; more rows are

@@ -81,7 +81,6 @@ struct ScoreCase {
   bool dyadic_weights = false;  // weights k·2^-j with |k| <= 2 (zeros; sums often on BF16 midpoints)
   bool force_redo = false;      // the narrow-term path's exact redo for every entry (test hook)
   bool bf16_weights = false;    // head weights rounded to BF16 (RNE), as V4.1 faithful passes them
-  bool whole_tail_tiles = false;  // IndexScoringArgs::ab_whole_tail_tiles (A/B of round s7r2)
 };
 
 void check_scores(int64_t rows, int heads, int dim, int64_t count, ScoreCase c, uint64_t seed) {
@@ -149,7 +148,6 @@ void check_scores(int64_t rows, int heads, int dim, int64_t count, ScoreCase c, 
   args.scores = d_scores.data();
   args.faithful = faithful;
   args.force_exact_redo = c.force_redo;
-  args.ab_whole_tail_tiles = c.whole_tail_tiles;
   fc::index_scores(args, nullptr);
   REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
   const std::vector<float> got = d_scores.download();
@@ -245,10 +243,6 @@ TEST_CASE("gpu index scores are bit-identical to the CPU backend's", "[gpu][inde
   if (!small_scale()) {
     check_scores(1, 32, 128, 150001, bf16, ++s);
     check_scores(4, 32, 128, 70001, bf16, ++s);
-    ScoreCase whole_tail = bf16;
-    whole_tail.whole_tail_tiles = true;
-    check_scores(1, 32, 128, 150001, whole_tail, ++s);
-    check_scores(4, 32, 128, 70001, whole_tail, ++s);
   }
 }
 
