@@ -839,13 +839,13 @@ __device__ inline uint32_t filter_chunk_tiles(const T* data, int64_t begin, int6
   return written;
 }
 
-// For candidates first + thread + kThreads·g (g < kBatch) of a row: the chunk c holding each (the last with
+// For candidates thread + kThreads·g (g < kBatch) of a row: the chunk c holding each (the last with
 // offsets[c] <= p; never an empty one) and offsets[c], by halvings over `span` (a power of two >= the chunk
 // count; offsets reads 0xFFFFFFFF from the chunk count on). The batch's searches run step by step together
 // (independent shared loads in flight).
 template <int kThreads, int kBatch>
-__device__ inline void locate_candidates(const uint32_t* offsets, int span, uint32_t first,
-                                         int (&chunk)[kBatch], uint32_t (&start)[kBatch]) {
+__device__ inline void locate_candidates(const uint32_t* offsets, int span, int (&chunk)[kBatch],
+                                         uint32_t (&start)[kBatch]) {
 #pragma unroll
   for (int g = 0; g < kBatch; ++g) {
     chunk[g] = 0;
@@ -854,7 +854,7 @@ __device__ inline void locate_candidates(const uint32_t* offsets, int span, uint
   for (int step = span / 2; step > 0; step >>= 1) {
 #pragma unroll
     for (int g = 0; g < kBatch; ++g) {
-      const uint32_t p = first + threadIdx.x + static_cast<uint32_t>(kThreads * g);
+      const uint32_t p = threadIdx.x + static_cast<uint32_t>(kThreads * g);
       const uint32_t o = offsets[chunk[g] + step];  // unconditional: the loads go out together
       const bool after = o <= p;
       chunk[g] = after ? chunk[g] + step : chunk[g];
@@ -963,7 +963,7 @@ __global__ void __launch_bounds__(kMergeThreads)
     static_assert(kTargetCtas <= kSearchSpan && kSearchSpan <= kMergeThreads);
     int lo[kPerThread];
     uint32_t start[kPerThread];
-    locate_candidates<kMergeThreads, kPerThread>(offsets, kSearchSpan, 0, lo, start);
+    locate_candidates<kMergeThreads, kPerThread>(offsets, kSearchSpan, lo, start);
     uint2 entries[kPerThread];
 #pragma unroll
     for (int g = 0; g < kPerThread; ++g) {
