@@ -207,23 +207,12 @@ int main() try {
   const int64_t sizes[] = {1, 16, 256, 4096, 16384, 65536, 262144};
   for (const int64_t n : sizes) bench_window(n, common, copy_gbs, stream);
   // Where the window kernel's time goes: the same launch with stages left out (records not valid).
-  const std::pair<unsigned, const char*> ablations[] = {{1, "window[-rope]"},
-                                                        {4, "window[-norm_fallback]"},
-                                                        {8, "window[load+fp8+store only]"},
-                                                        {2, "window_row_fp8[trig_late]"}};
+  const std::pair<unsigned, const char*> ablations[] = {
+      {1, "window[-rope]"}, {4, "window[-norm_fallback]"}, {8, "window[load+fp8+store only]"}};
   for (const auto& [stages, name] : ablations) {
     fc::set_window_ablation_for_bench(stages);
     bench_window(262144, common, copy_gbs, stream, name);
   }
-  // A/B in the same run: the V4 kernels at 48 registers (5 CTAs, 40 warps per SM; they spill).
-  fc::set_window_ablation_for_bench(16);
-  bench_window(262144, common, copy_gbs, stream, "window_row_fp8[48_regs]");
-  bench_entries(1, 262144, common, copy_gbs, stream, "entries_ratio1_nvfp4[48_regs]");
-  bench_keys(262144, common, copy_gbs, stream, "index_key_mxfp4[48_regs]");
-  fc::set_window_ablation_for_bench(32);  // the key kernel at 80 registers (3 CTAs) instead of 64 (4)
-  bench_keys(262144, common, copy_gbs, stream, "index_key_mxfp4[80_regs]");
-  fc::set_window_ablation_for_bench(64);  // the general key kernel (RoPE through the shared-memory exchange)
-  bench_keys(262144, common, copy_gbs, stream, "index_key_mxfp4[exchange]");
   fc::set_window_ablation_for_bench(0);
   for (const int64_t n : sizes) bench_entries(2, std::max<int64_t>(2, n), common, copy_gbs, stream);
   for (const int64_t n : sizes) bench_entries(1, n, common, copy_gbs, stream);

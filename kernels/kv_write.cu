@@ -65,8 +65,9 @@ template <bool kFaithful>
 constexpr int kCompressorCtasPerSm = kFaithful ? 4 : 3;
 // Key kernels: as the window's. With the four pairs' cos/sin computed ahead of RMSNorm (rope_trig: twelve
 // more live values) the key kernel spilled 56/108 B at 64 registers until the norm weights moved to shared
-// memory (NormWeights); now the halves kernel fits 64 without a spill (the general one spills 4/12 B). A/B:
-// [80_regs] in the bench (3 CTAs).
+// memory (NormWeights); now the halves kernel fits 64 without a spill (the general one spills 4/12 B).
+// s7r1/s7r2 A/B: 80 registers (3 CTAs) tied (25.5 / 26.0% of copy), 48 registers (5 CTAs, 20/32 B spilled)
+// lost (24.9%), as did the window (53.1% vs 57.0%) and ratio 1 (60.2% vs 63.3%) at 48.
 template <bool kFaithful>
 constexpr int kKeyCtasPerSm = kFaithful ? 4 : 3;
 constexpr unsigned kFullMask = 0xffffffffu;
@@ -78,11 +79,6 @@ constexpr uint32_t kMidpointMargin = 3;
 // Compile-time for the window kernel (dim 512, faithful only): checking a run-time value in every row cost
 // registers and moves.
 constexpr unsigned kAblateRope = 1, kAblateNormFallback = 4, kAblateNormAndRope = 8;
-constexpr unsigned kAblateTrigLate = 2;  // window: cos/sin after RMSNorm (session 6's place), records valid
-constexpr unsigned kAblate48Registers =
-    16;  // V4 window, ratio-1 and halves key kernels at 5 CTAs per SM, valid
-constexpr unsigned kAblateKeys80Registers = 32;  // key kernel at 3 CTAs per SM, records still valid
-constexpr unsigned kAblateKeysExchange = 64;     // V4 keys by the general kernel (RoPE exchange), valid
 unsigned g_window_ablation = 0;
 
 // ---- row loads and stores -------------------------------------------------------------------------------
@@ -1729,13 +1725,11 @@ __global__ void __launch_bounds__(kThreads, kMinCtas) window_write_kernel(Window
         if constexpr (kAblate & kAblateNormAndRope) {
           write(x);
         } else {
-          RopeTrig<kLanes, kFaithful> trig;
-          if constexpr (!(kAblate & kAblateTrigLate)) trig = rope_trig<kLanes>(position, rope_lane);  // early
+          const RopeTrig<kLanes, kFaithful> trig = rope_trig<kLanes>(position, rope_lane);  // before RMSNorm
           ChannelPair<kFaithful> pairs[kChannels / 2];
           rms_norm_chunk<kLanes, kFaithful>(x, reload, norm.w, weights_bounded, a.eps, kDim,
                                             LaneSpan(lanes.lane_in_row, kDim, false), lanes.first_lane,
                                             significand_bits, pairs, kAblate);
-          if constexpr ((kAblate & kAblateTrigLate) != 0) trig = rope_trig<kLanes>(position, rope_lane);
           if constexpr (!(kAblate & kAblateRope)) {
             rope_chunk<kLanes, kFaithful>(pairs, position, rope_lane, trig);
           }
@@ -1995,13 +1989,6 @@ void dispatch(int dim, KvNumerics numerics, const Launch& launch) {
 
 // The kernels with registers capped for kWindowCtasPerSm / kCompressorCtasPerSm resident CTAs, or (bench A/B,
 // set_window_ablation_for_bench bit 16) as the compiler allocates them.
-// Bench A/B (V4 shapes only): 48 registers, 5 CTAs (40 warps) per SM. The rows are per-warp latency chains
-// (s7r1: ~12 cycles per issued instruction per warp; instruction cuts of ~10% moved nothing), so warps per
-// SM are the lever, against the spills the cap brings (ptxas: window 100/136 B, ratio 1 36/60 B, halves keys
-// 20/32 B). Replaces the uncapped A/B (fewer warps: it lost in every round since session 4).
-bool registers_48() {
-  return (g_window_ablation & kAblate48Registers) != 0;
-}
 template <int kDim, bool kFaithful>
 struct WindowKernels {
   static auto get() {
@@ -2009,8 +1996,6 @@ struct WindowKernels {
       switch (g_window_ablation & 15u) {
         case kAblateRope:
           return window_write_kernel<kDim, kFaithful, kWindowCtasPerSm<kFaithful>, kAblateRope>;
-        case kAblateTrigLate:
-          return window_write_kernel<kDim, kFaithful, kWindowCtasPerSm<kFaithful>, kAblateTrigLate>;
         case kAblateNormFallback:
           return window_write_kernel<kDim, kFaithful, kWindowCtasPerSm<kFaithful>, kAblateNormFallback>;
         case kAblateNormAndRope:
@@ -2018,19 +2003,13 @@ struct WindowKernels {
         default:
           break;
       }
-      if (registers_48()) return window_write_kernel<kDim, kFaithful, 5>;
     }
     return window_write_kernel<kDim, kFaithful, kWindowCtasPerSm<kFaithful>>;
   }
 };
 template <int kDim, bool kFaithful>
 struct CompressorKernels {
-  static auto get() {
-    if constexpr (kDim == 512 && kFaithful) {
-      if (registers_48()) return compressor_write_kernel<kDim, kFaithful, 5, 1>;
-    }
-    return compressor_write_kernel<kDim, kFaithful, kCompressorCtasPerSm<kFaithful>, 1>;
-  }
+  static auto get() { return compressor_write_kernel<kDim, kFaithful, kCompressorCtasPerSm<kFaithful>, 1>; }
 };
 // Ratio 2 holds four fp32 inputs per lane: capped at 80 registers (3 CTAs per SM) it ran slower than the
 // compiler's own allocation (~90-103 registers, 2 CTAs) in session 3 (60.7% vs 65.5% of copy, spilling 384 B)
@@ -2041,13 +2020,7 @@ struct PoolingCompressorKernels {
 };
 template <int kDim, bool kFaithful>
 struct KeyKernels {
-  static auto get() {
-    if constexpr (kDim == 128 && kFaithful) {  // bench A/B (V4 key shape only)
-      if ((g_window_ablation & kAblateKeys80Registers) != 0)
-        return index_key_write_kernel<kDim, kFaithful, 3>;
-    }
-    return index_key_write_kernel<kDim, kFaithful, kKeyCtasPerSm<kFaithful>>;
-  }
+  static auto get() { return index_key_write_kernel<kDim, kFaithful, kKeyCtasPerSm<kFaithful>>; }
 };
 
 }  // namespace
@@ -2116,15 +2089,11 @@ void write_compressed_entries(const CompressorWriteArgs& args, cudaStream_t stre
 
 namespace {
 
-// The halves kernel (index_key_halves_kernel) for the faithful V4 key shape with BF16 rows; bit 64 of the
-// bench ablation runs the general kernel instead (A/B).
+// The halves kernel (index_key_halves_kernel) for the faithful V4 key shape with BF16 rows (s7r1/s7r2: 26.0%
+// of copy against the general kernel's 25.5-25.7%).
 bool key_halves(const IndexKeyWriteArgs& a) {
   return a.numerics == KvNumerics::kFaithful && a.key_dim == 128 && a.rope.rope_dim == 64 &&
-         a.keys.type == RowType::kBf16 && (g_window_ablation & kAblateKeysExchange) == 0;
-}
-auto key_halves_kernel() {
-  if ((g_window_ablation & kAblateKeys80Registers) != 0) return index_key_halves_kernel<3>;
-  return registers_48() ? index_key_halves_kernel<5> : index_key_halves_kernel<kKeyCtasPerSm<true>>;
+         a.keys.type == RowType::kBf16;
 }
 
 }  // namespace
@@ -2133,7 +2102,7 @@ void write_index_keys(const IndexKeyWriteArgs& args, cudaStream_t stream) {
   validate_index_key_write(args);
   if (args.count == 0) return;
   if (key_halves(args)) {
-    const auto kernel = key_halves_kernel();
+    const auto kernel = index_key_halves_kernel<kKeyCtasPerSm<true>>;
     kernel<<<grid_for(kernel, args.count, 4), kThreads, 0, stream>>>(args);
     FKV_CUDA_CHECK_LAUNCH();
     return;

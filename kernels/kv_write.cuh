@@ -107,11 +107,8 @@ void write_window_rows(const WindowWriteArgs& args, cudaStream_t stream);
 
 // Diagnostics for bench_kv_write only: later write_window_rows calls leave stages out (their records are then
 // wrong), to place the kernel's time: 1 RoPE, 4 the RMSNorm's double fallback, 8 RMSNorm and RoPE (load,
-// quantize, store only); faithful rows of dim 512 only (each is its own compiled kernel). Same-run A/Bs
-// (records valid): 2 the window's RoPE cos/sin after RMSNorm, 16 the V4 window, ratio-1 and key kernels at
-// 48 registers (5 CTAs per SM), 32 the key kernel at 80 registers (3 CTAs; it takes 64 otherwise), 64 the V4
-// keys by the general key kernel (RoPE through a shared-memory exchange) instead of the halves kernel. 0
-// restores the full kernels. Not thread-safe.
+// quantize, store only); faithful rows of dim 512 only (each is its own compiled kernel). 0 restores the
+// full kernel. Not thread-safe.
 void set_window_ablation_for_bench(unsigned stages);
 
 // Diagnostics for tests only: later launches use at most `ctas` CTAs (0: as many as are resident), so every
