@@ -97,8 +97,7 @@ double cublas_attention_shape_tflops(int batch, cudaStream_t stream) {
 
 // The one-pass variants (their own profile marks; agreement and _queued rows).
 bool online_variant(fc::SparseAttentionVariant v) {
-  return v == fc::SparseAttentionVariant::kOnline || v == fc::SparseAttentionVariant::kOnlineWs ||
-         v == fc::SparseAttentionVariant::kOnlineWsTail;
+  return v == fc::SparseAttentionVariant::kOnline;
 }
 
 // Where one CTA's time goes: CTA 0's clock64 / %globaltimer at the kernel's phase boundaries (one extra
@@ -127,15 +126,7 @@ void print_profile(fc::SparseAttentionArgs args, cudaStream_t stream, fc::Sparse
       name.c_str(), us(0, 1), kcycles(0, 1), phase[0], us(1, 2), kcycles(1, 2), phase[1], us(2, 3),
       kcycles(2, 3), phase[2], us(3, 4), kcycles(3, 4), us(0, 4), kcycles(0, 4));
   // the sixth key tile's iteration by stage (cycles; 0 where the variant has no such mark)
-  if (variant == fc::SparseAttentionVariant::kOnlineWs ||
-      variant == fc::SparseAttentionVariant::kOnlineWsTail) {
-    std::printf(
-        "  tile 5 %s (CTA 0, cycles): consumers: wait for the producer %.0f | Q.K^T issue + tail decode %.0f "
-        "| "
-        "Q.K^T wait %.0f | exchanges, softmax, P.V issue %.0f | decode %.0f | P.V wait %.0f; producer: wait "
-        "for the buffer %.0f | decode %.0f\n",
-        name.c_str(), d(10, 11), d(11, 19), d(19, 12), d(12, 13), d(13, 15), d(15, 16), d(14, 17), d(17, 18));
-  } else if (online) {
+  if (online) {
     std::printf(
         "  tile 5 %s (CTA 0, cycles): Q.K^T issue %.0f | staging %.0f | half decode %.0f | Q.K^T wait %.0f | "
         "exchanges, softmax, P.V issue %.0f | half decode %.0f | P.V wait %.0f\n",
@@ -228,9 +219,6 @@ int main() {
       const char* name;
     } variants[] = {{fc::SparseAttentionVariant::kWgmma, "wgmma"},
                     {fc::SparseAttentionVariant::kOnline, "online"},
-                    // round s7r2's A/B: the warp-specialised kernels (bench only)
-                    {fc::SparseAttentionVariant::kOnlineWs, "online_ws"},
-                    {fc::SparseAttentionVariant::kOnlineWsTail, "online_ws_tail"},
                     {fc::SparseAttentionVariant::kSplitKeys, "split_keys"},
                     {fc::SparseAttentionVariant::kMmaSync, "mma"}};
     for (const auto& v : variants) {

@@ -25,7 +25,6 @@
 #include <cstdio>
 #include <cstring>
 #include <type_traits>
-#include <utility>
 
 #include <flashkv/numeric/scalar_codecs.hpp>
 
@@ -267,9 +266,8 @@ struct Layout {
 // Diagnostics: clock64() of CTA 0's thread 0 into profile word `word` during key tile kMarkTile (the sixth:
 // past the warm-up, inside the entries) of a pass, so the bench can split a tile's time into its stages.
 constexpr int kMarkTile = 5;
-__device__ inline void tile_mark(const Layout& s, int tile, int word, int marker = 0) {
-  if (s.profile == nullptr || tile != kMarkTile || blockIdx.x != 0 || static_cast<int>(threadIdx.x) != marker)
-    return;
+__device__ inline void tile_mark(const Layout& s, int tile, int word) {
+  if (s.profile == nullptr || tile != kMarkTile || blockIdx.x != 0 || threadIdx.x != 0) return;
   s.profile[word] = static_cast<unsigned long long>(clock64());
 }
 
@@ -320,8 +318,7 @@ __device__ inline KeySlots load_key_slots(const SparseAttentionArgs& args, int64
   for (int r = 0; r < kKeyRounds; ++r) {
     const int c = warp + (kThreads / 32) * r;
     int32_t v = -1;
-    if (warp >= kThreads / 32) {  // (kOnline's consumer warpgroups: no slots)
-    } else if (c < window_chunks(args)) {
+    if (c < window_chunks(args)) {
       const int i = 32 * c + lane;
       if (i < args.window_cap) v = __ldg(args.window_rows + row * args.window_cap + i);
     } else {
@@ -348,7 +345,7 @@ __device__ void compact_key_list(const SparseAttentionArgs& args, const KeySlots
   for (int r = 0; r < kKeyRounds; ++r) {
     const int c = warp + (kThreads / 32) * r;
     valid[r] = __ballot_sync(0xffffffffu, slots.v[r] >= 0);
-    if (lane == 0 && c < chunks && warp < kThreads / 32) chunk_counts[c] = __popc(valid[r]);
+    if (lane == 0 && c < chunks) chunk_counts[c] = __popc(valid[r]);
   }
   __syncthreads();
   const int count = lane < chunks ? chunk_counts[lane] : 0;
@@ -1072,8 +1069,8 @@ constexpr bool kHaveWgmma = false;
 #endif
 
 // Diagnostics: clock64() and %globaltimer of CTA 0's thread 0 at profile point `point` (see the header).
-__device__ inline void profile_point(unsigned long long* profile, int point, int marker = 0) {
-  if (profile == nullptr || blockIdx.x != 0 || static_cast<int>(threadIdx.x) != marker) return;
+__device__ inline void profile_point(unsigned long long* profile, int point) {
+  if (profile == nullptr || blockIdx.x != 0 || threadIdx.x != 0) return;
   unsigned long long ns;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(ns));
   profile[point] = static_cast<unsigned long long>(clock64());
@@ -1550,287 +1547,6 @@ void launch_online(const SparseAttentionArgs& args, int key_stride, float scale,
   FKV_CUDA_CHECK_LAUNCH();
 }
 
-// ---- single pass, warp-specialised (kOnlineWs, kOnlineWsTail: bench only, round s7r2's A/B) --------------
-// kOnline's arithmetic (the same P, rescales and output bits) with part of each tile's decode moved out of
-// the warps that issue wgmma. A producer warpgroup (warpgroup 2, 128 threads) loads and decodes keys
-// [8·kConsumerChunks, 64) of every tile, while the consumers (warpgroups 0 and 1) run kOnline's loop with
-// only keys [0, 8·kConsumerChunks) of the next tile to decode: chunks [0, kTailChunks) in Q·Kᵀ's tail, the
-// rest in P·V's shadow. Hand-offs through mbarriers with explicit phase parities: FULL[b] (128 producer
-// arrivals after decoding its keys into buffer b and fencing the stores for the async proxy), EMPTY[b] (256
-// consumer arrivals once their P·V of buffer b has completed); the consumers' own keys are published among
-// them by named barrier 1 (256 threads), on which their softmax exchanges also run. setmaxnreg gives the
-// consumers the registers of O (128 fp32 per thread). Round s7r1 (b128, tile 5): with keys 32-63 to the
-// producer the consumers' tile was 4.44K cycles (wait 343 | Q·Kᵀ 1445 | softmax 1104 | decode beside P·V
-// 1537) against kOnline's 4.6K, the producer idle 2.0K of it; with keys 16-63 the producer needed 5.1K. Q·Kᵀ
-// (both operands from shared memory, at the 128 B/cycle bandwidth) slows beside the producer's stores, and
-// kOnline's Q·Kᵀ tail already overlapped its decode. (512 threads, two producer warpgroups, do not compile:
-// 128 registers per thread at launch is below the 158 that an m64n256k16 wgmma with its 128 accumulators
-// needs.)
-constexpr int kWsThreads = 384;
-constexpr int kProducerThreads = 128;
-constexpr int kProducerMarker = kThreads;  // the producer thread that writes its profile marks
-// setmaxnreg's split of the CTA's register pool, which is what the launch allocated: 384 threads x 168
-// (65,536 / 384 rounded down to the allocation granule of 8), so 256·C + 128·P <= 64,512 (an increase beyond
-// what the decreases freed never completes). The consumers hold O (128 fp32 per thread) and their records
-// (5 registers per chunk), the producer its records. 200 / 104: the consumers spill a few loop values (~15
-// L1-resident local accesses per tile); 208 / 88 spilled ~130-210 B in the producer's decode instead.
-template <int kConsumerChunks>
-constexpr int kConsumerRegisters = 200;
-template <int kConsumerChunks>
-constexpr int kProducerRegisters = (kWsThreads * 168 - 256 * kConsumerRegisters<kConsumerChunks>) / 128 / 8 *
-                                   8;
-static_assert(256 * kConsumerRegisters<4> + 128 * kProducerRegisters<4> <= kWsThreads * 168, "the pool");
-// The split of a tile's keys (a kernel parameter, kConsumerChunks): the consumers decode chunks
-// [0, kConsumerChunks) of TileRecords<64, 256> (keys [0, 8·kConsumerChunks)), the producer chunks
-// [2·kConsumerChunks, 16) of TileRecords<64, 128> (the other keys).
-
-__device__ inline void mbarrier_init(uint64_t* bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_address(bar)), "r"(count) : "memory");
-}
-
-__device__ inline void mbarrier_arrive(uint64_t* bar) {
-  asm volatile(
-      "{\n .reg .b64 state;\n mbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(smem_address(bar))
-      : "memory");
-}
-
-// Waits until the phase with parity `parity` of `bar` has completed.
-__device__ inline void mbarrier_wait(uint64_t* bar, uint32_t parity) {
-  asm volatile(
-      "{\n .reg .pred done;\n wait_%=:\n"
-      " mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      " @!done bra wait_%=;\n}\n" ::"r"(smem_address(bar)),
-      "r"(parity)
-      : "memory");
-}
-
-template <int kRegisters>
-__device__ inline void registers_increase() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
-#endif
-}
-
-template <int kRegisters>
-__device__ inline void registers_decrease() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
-#endif
-}
-
-// The consumers' barrier: named barrier 1 of their 256 threads (the producer does not take part).
-struct ConsumerBarrier {
-  __device__ static void sync() { asm volatile("bar.sync 1, 256;\n" ::: "memory"); }
-  __device__ static bool sync_or(bool p) {
-    uint32_t any;
-    asm volatile(
-        "{\n .reg .pred in, out;\n setp.ne.u32 in, %1, 0;\n bar.red.or.pred out, 1, 256, in;\n"
-        " selp.u32 %0, 1, 0, out;\n}\n"
-        : "=r"(any)
-        : "r"(p ? 1u : 0u)
-        : "memory");
-    return any != 0;
-  }
-};
-
-struct WsBarriers {
-  uint64_t full[2];
-  uint64_t empty[2];
-};
-
-size_t ws_shared_bytes(int key_stride) {
-  return 3 * static_cast<size_t>(kTileBytes) + sizeof(OnlineExchange) + sizeof(WsBarriers) +
-         static_cast<size_t>(key_stride) * sizeof(int32_t) + 2 * sizeof(int) + kHeads * sizeof(float);
-}
-
-// f(std::integral_constant<int, k>) for k = 0, 1, ..., kCount − 1, in order.
-template <typename F, int... k>
-__device__ inline void for_each_index(F&& f, std::integer_sequence<int, k...>) {
-  (f(std::integral_constant<int, k>{}), ...);
-}
-
-template <int kCount, typename F>
-__device__ inline void for_each_index(F&& f) {
-  for_each_index(f, std::make_integer_sequence<int, kCount>{});
-}
-
-// The producer: its keys of tile t into buffer t mod 2, in batches of two chunks per thread with kWindow
-// batches' records in flight (10 registers each): each batch's records are requested as soon as the batch
-// kWindow before it is decoded (this tile's later batches, then the next tile's first ones).
-template <int kConsumerChunks>
-__device__ void ws_produce(const Layout& s, const KeySource& src, int tiles, uint8_t* buffers,
-                           WsBarriers& bars) {
-  using Records = TileRecords<kTileKeys, kProducerThreads>;
-  // (<2>: a window of four spilled ~150 B at 112 registers; three spill ~90 B at 104)
-  constexpr int kBatch = 2, kBegin = 2 * kConsumerChunks, kBatches = (Records::kChunks - kBegin) / kBatch;
-  constexpr int kWindow = std::min(kConsumerChunks >= 4 ? 4 : 3, kBatches);
-  static_assert(kBegin + kBatch * kBatches == Records::kChunks && kBatches >= kWindow, "whole batches");
-  Records records;
-  const auto load_batch = [&](auto batch, int tile) {
-    constexpr int kFirst = kBegin + kBatch * decltype(batch)::value;
-    load_tile<kTileKeys, kFirst, kFirst + kBatch>(s, src, tile, records);
-  };
-  if (tiles > 0) for_each_index<kWindow>([&](auto batch) { load_batch(batch, 0); });
-  for (int tile = 0; tile < tiles; ++tile) {
-    const int b = tile & 1;
-    uint8_t* buffer = buffers + b * kTileBytes;
-    const auto store = [&](int i, uint4 lo, uint4 hi) {
-      store_decoded_chunk<kTileKeys, kProducerThreads, true>(buffer, i, lo, hi);
-    };
-    const bool more = tile + 1 < tiles;
-    tile_mark(s, tile, 14, kProducerMarker);
-    if (tile >= 2) mbarrier_wait(&bars.empty[b], static_cast<uint32_t>((tile / 2 - 1) & 1));
-    tile_mark(s, tile, 17, kProducerMarker);
-    for_each_index<kBatches>([&](auto batch) {
-      constexpr int k = decltype(batch)::value, kFirst = kBegin + kBatch * k;
-      decode_tile<kTileKeys, true, kFirst, kFirst + kBatch>(src, tile, records, store);
-      if constexpr (k + kWindow < kBatches) {
-        load_batch(std::integral_constant<int, k + kWindow>{}, tile);
-      } else {
-        if (more) load_batch(std::integral_constant<int, k + kWindow - kBatches>{}, tile + 1);
-      }
-    });
-    fence_proxy_async();  // the consumers read the tile through the async proxy
-    mbarrier_arrive(&bars.full[b]);
-    tile_mark(s, tile, 18, kProducerMarker);
-  }
-}
-
-// The consumers (warpgroups 0 and 1): kOnline's loop with the producer's keys of each tile waited for
-// on FULL and only keys [0, 8·kConsumerChunks) of the next tile decoded (in Q·Kᵀ's tail and P·V's shadow),
-// then the output.
-template <int kConsumerChunks, int kTailChunks>
-__device__ void ws_consume(const Layout& s, const SparseAttentionArgs& args, const KeySource& src, int tiles,
-                           float scale2, uint8_t* q_tile, uint8_t* buffers, OnlineExchange& exchange,
-                           WsBarriers& bars, const float* sinks) {
-  constexpr float kLog2e = 1.4426950408889634f;
-  const int64_t row = blockIdx.x;
-  const int warp = static_cast<int>(threadIdx.x) / 32;
-  const int lane = static_cast<int>(threadIdx.x) % 32;
-  const int group = warpgroup_index();
-  const int head0 = 16 * (warp & 3);
-  // tiles 0 and 1 requested together, Q's second half after them (as kOnline's prologue)
-  TileRecords<kTileKeys> records;
-  {
-    TileRecords<kTileKeys> first;
-    if (tiles > 0) load_tile<kTileKeys, 0, kConsumerChunks>(s, src, 0, first);
-    if (tiles > 1) load_tile<kTileKeys, 0, kConsumerChunks>(s, src, 1, records);
-    stage_q<kQPieces / 2, kQPieces>(args.q + row * kHeads * kDim, q_tile);
-    if (tiles > 0) store_tile<kTileKeys, true, 0, kConsumerChunks, true>(buffers, src, 0, first);
-  }
-  cp_async_wait_all();
-  fence_proxy_async();      // Q's copies, read by wgmma
-  ConsumerBarrier::sync();  // (and the sinks' copies, read by every consumer thread; their keys of tile 0)
-  profile_point(args.profile, 2);
-  float o[128];
-#pragma unroll
-  for (int i = 0; i < 128; ++i) o[i] = 0.0f;
-  OnlineRows rows{{sinks[head0 + lane / 4] * kLog2e, sinks[head0 + lane / 4 + 8] * kLog2e}, {0.0f, 0.0f}};
-  const uint32_t q_base = smem_address(q_tile);
-  for (int tile = 0; tile < tiles; ++tile) {
-    const int b = tile & 1;
-    const uint32_t current = smem_address(buffers + b * kTileBytes);
-    uint8_t* next = buffers + (b ^ 1) * kTileBytes;
-    tile_mark(s, tile, 10);
-    mbarrier_wait(&bars.full[b], static_cast<uint32_t>((tile / 2) & 1));  // the producer's keys
-    tile_mark(s, tile, 11);
-    float acc[32];
-#pragma unroll
-    for (int i = 0; i < 32; ++i) acc[i] = 0.0f;
-    issue_qk_shared<16>(acc, q_base, current, 256 * group);
-    // chunks [0, kTailChunks) of the consumers' keys of tile t + 1 in Q·Kᵀ's tail (the issue returns ~0.6K
-    // cycles before Q·Kᵀ completes; tile t − 1's P·V completed before the last barrier)
-    if (tile + 1 < tiles) store_tile<kTileKeys, true, 0, kTailChunks, true>(next, src, tile + 1, records);
-    tile_mark(s, tile, 19);
-    wait_wgmma(acc);
-    tile_mark(s, tile, 12);
-    uint32_t pa[4][4];
-    tile_softmax<ConsumerBarrier>(acc, exchange, tile * kTileKeys, src.total, scale2, rows, o, pa);
-    issue_pv_fragments<4>(o, pa, current, kSlabBytes);
-    tile_mark(s, tile, 13);
-    // the consumers' keys of tile t + 1 into the other buffer (tile t − 1's P·V completed before the last
-    // barrier), then their records for tile t + 2
-    if (tile + 1 < tiles) {
-      store_tile<kTileKeys, true, kTailChunks, kConsumerChunks, true>(next, src, tile + 1, records);
-    }
-    if (tile + 2 < tiles) load_tile<kTileKeys, 0, kConsumerChunks>(s, src, tile + 2, records);
-    tile_mark(s, tile, 15);
-    wait_wgmma(o);
-    tile_mark(s, tile, 16);
-    if (tile + 2 < tiles) mbarrier_arrive(&bars.empty[b]);  // (the producer writes tile t + 2 there)
-    ConsumerBarrier::sync();  // their keys of tile t + 1 stored by both; P·V of tile t done; exchange free
-  }
-  profile_point(args.profile, 3);
-  normalise_output<ConsumerBarrier>(rows, exchange, sinks, o);  // (the loop ended with a consumer barrier)
-  uint16_t* out_row = args.out + row * kHeads * kDim;
-  if (aligned16(out_row)) {
-    // the last tile's buffer (no tiles: buffer 1): read by both to the end, written by the producer no more
-    uint8_t* staging = buffers + ((tiles + 1) & 1) * kTileBytes;
-    stage_output(o, head0, 256 * group, staging);
-    ConsumerBarrier::sync();
-    copy_output(staging, out_row, static_cast<int>(threadIdx.x), kThreads);
-  } else {
-    store_output<32>(o, head0, 256 * group, out_row);
-  }
-  profile_point(args.profile, 4);
-}
-
-template <int kConsumerChunks, int kTailChunks>
-__global__ void __launch_bounds__(kWsThreads, 1)
-    online_ws_kernel(SparseAttentionArgs args, int key_stride, float scale2) {
-  extern __shared__ __align__(1024) uint8_t smem[];
-  if (shared_misaligned(smem)) return;
-  uint8_t* q_tile = smem;
-  uint8_t* buffers = smem + kTileBytes;  // two key tiles
-  auto& exchange = *reinterpret_cast<OnlineExchange*>(smem + 3 * kTileBytes);
-  auto& bars = *reinterpret_cast<WsBarriers*>(smem + 3 * kTileBytes + sizeof(OnlineExchange));
-  Layout s{};
-  s.tile = buffers;
-  s.keys = reinterpret_cast<int32_t*>(smem + 3 * kTileBytes + sizeof(OnlineExchange) + sizeof(WsBarriers));
-  s.counts = s.keys + key_stride;
-  s.key_stride = key_stride;
-  s.profile = args.profile;
-  float* sinks = reinterpret_cast<float*>(s.counts + 2);
-
-  const int64_t row = blockIdx.x;
-  profile_point(args.profile, 0);
-  // as kOnline's prologue, by the consumers: the key list's loads first, the sinks and Q's first half
-  // copied during their round trip (the producer's warps have no slots)
-  const KeySlots slots = load_key_slots(args, row);
-  if (threadIdx.x < kHeads) cp_async<4>(smem_address(sinks + threadIdx.x), args.sink + threadIdx.x);
-  if (threadIdx.x < kThreads) stage_q<0, kQPieces / 2>(args.q + row * kHeads * kDim, q_tile);
-  if (threadIdx.x == kThreads) {
-    mbarrier_init(&bars.full[0], kProducerThreads);
-    mbarrier_init(&bars.full[1], kProducerThreads);
-    mbarrier_init(&bars.empty[0], kThreads);
-    mbarrier_init(&bars.empty[1], kThreads);
-  }
-  // (its CTA barriers also publish the mbarriers' initialisation; the exchange area is free yet)
-  compact_key_list(args, slots, reinterpret_cast<int*>(&exchange), s.keys, s.counts);
-  profile_point(args.profile, 1);
-  const KeySource src{args.window_records, args.entry_records, s.counts[0], s.counts[1]};
-  const int tiles = (src.total + kTileKeys - 1) / kTileKeys;
-  if (threadIdx.x >= kThreads) {
-    registers_decrease<kProducerRegisters<kConsumerChunks>>();
-    ws_produce<kConsumerChunks>(s, src, tiles, buffers, bars);
-  } else {
-    registers_increase<kConsumerRegisters<kConsumerChunks>>();
-    ws_consume<kConsumerChunks, kTailChunks>(s, args, src, tiles, scale2, q_tile, buffers, exchange, bars,
-                                             sinks);
-  }
-}
-
-template <int kConsumerChunks, int kTailChunks>
-void launch_online_ws(const SparseAttentionArgs& args, int key_stride, float scale, cudaStream_t stream) {
-  static std::atomic<uint64_t> configured_devices{0};
-  configure_once(online_ws_kernel<kConsumerChunks, kTailChunks>, configured_devices,
-                 ws_shared_bytes(kSparseAttentionMaxKeys));
-  online_ws_kernel<kConsumerChunks, kTailChunks>
-      <<<static_cast<unsigned>(args.n), kWsThreads, ws_shared_bytes(key_stride), stream>>>(
-          args, key_stride, scale * 1.4426950408889634f);
-  FKV_CUDA_CHECK_LAUNCH();
-}
-
 // ---- split keys: several CTAs per query row (small batches) -----------------------------------------------
 // Exact in the same sense as the one-CTA kernel (P normalised before its BF16 rounding), in three launches:
 //   1. split_logits_kernel (row, split): S for the split's 64 keys (wgmma), written scaled to base 2 into a
@@ -2092,12 +1808,6 @@ void sparse_attention(const SparseAttentionArgs& args, cudaStream_t stream, Spar
     case SparseAttentionVariant::kOnline:
       // wgmma-only, like kSplitKeys: elsewhere the mma.sync kernel
       if (runs_sm90a_code()) return launch_online(args, key_stride, scale, stream);
-      return launch<0>(args, key_stride, scale, stream);
-    case SparseAttentionVariant::kOnlineWs:
-      if (runs_sm90a_code()) return launch_online_ws<3, 0>(args, key_stride, scale, stream);
-      return launch<0>(args, key_stride, scale, stream);
-    case SparseAttentionVariant::kOnlineWsTail:
-      if (runs_sm90a_code()) return launch_online_ws<3, 1>(args, key_stride, scale, stream);
       return launch<0>(args, key_stride, scale, stream);
     case SparseAttentionVariant::kSplitKeys:
       // its kernels are wgmma-only: elsewhere (the compute_90 PTX on a later device) the mma.sync kernel

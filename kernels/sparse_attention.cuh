@@ -57,11 +57,7 @@ struct SparseAttentionArgs {
   // %globaltimer (ns) at the same points (words 5-9); words 10-18: clock64() at the stage boundaries of the
   // sixth key tile of Q·Kᵀ (10-13) and of P·V (15-18), as sparse_attention.cu's tile_mark calls place them.
   // kOnline: words 0-4 at its start, after the key list, after tile 0's decode, after the loop, at its end;
-  // words 10, 14, 17, 11, 12, 13, 15, 16 (in this order) inside the sixth tile's iteration. kOnlineWs(Tail):
-  // words 0-4 as kOnline; in the sixth tile, words 10, 11, 19, 12, 13, 15, 16 (consumer thread 0: before /
-  // after the wait for the producer, after the Q·Kᵀ issue and tail decode, after Q·Kᵀ, after the P·V issue,
-  // after its decode, after the P·V wait) and 14, 17, 18 (producer thread 256: before / after the wait for
-  // the buffer, after its decode).
+  // words 10, 14, 17, 11, 12, 13, 15, 16 (in this order) inside the sixth tile's iteration.
   unsigned long long* profile = nullptr;
   // kSplitKeys scratch (optional): at least sparse_attention_workspace_bytes(n, window_cap, topk) bytes of
   // device memory, 16-byte aligned; when absent the call takes it from cudaMallocAsync on the stream.
@@ -80,13 +76,9 @@ enum class SparseAttentionVariant {
   kWgmma,   // one CTA per row, warpgroup wgmma (sm_90a): Q and P from registers, K/V tiles by descriptor
   kOnline,  // one CTA per row, single pass (each key tile decoded once), online softmax: P is rounded to
             // BF16 before normalisation, so NOT the faithful order — within the bound that
-            // tests/gpu/test_sparse_attention.cpp derives ((2^-7 + 2^-10)·Σ p|v| + 1 BF16 ulp per element).
-  kOnlineWs,  // kOnline's arithmetic (the same output bits), warp-specialised: a producer warpgroup decodes
-              // keys 24-63 of each tile, the consumers keys 0-23 beside P·V. Bench only (round s7r2 A/B).
-  kOnlineWsTail,  // as kOnlineWs with the consumers decoding keys 0-7 in Q·Kᵀ's tail and 8-23 beside P·V.
-                  // Bench only (round s7r2 A/B).
-  kSplitKeys,     // small batches: one CTA per (row, 64 keys), statistics combined exactly, three launches
-                  // (device scratch from the workspace or cudaMallocAsync on the stream)
+            // tests/gpu/test_sparse_attention.cpp derives ((2^-7 + 2^-10)·Σ p|v| + 1 BF16 ulp per element)
+  kSplitKeys,  // small batches: one CTA per (row, 64 keys), statistics combined exactly, three launches
+               // (device scratch from the workspace or cudaMallocAsync on the stream)
   // Diagnostic / portable: warp-level mma.sync m16n8k16 with the fp32 reference decoders; the path the
   // compute_90 PTX takes on a device without wgmma.
   kMmaSync,
