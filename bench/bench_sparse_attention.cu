@@ -100,6 +100,12 @@ bool online_variant(fc::SparseAttentionVariant v) {
   return v == fc::SparseAttentionVariant::kOnline;
 }
 
+// The small-batch variants (_queued rows at b1 and b8, where launch latency is most of a call).
+bool split_variant(fc::SparseAttentionVariant v) {
+  return v == fc::SparseAttentionVariant::kSplitKeys ||
+         v == fc::SparseAttentionVariant::kSplitKeysThreeLaunch;
+}
+
 // Where one CTA's time goes: CTA 0's clock64 / %globaltimer at the kernel's phase boundaries (one extra
 // launch with args.profile set).
 void print_profile(fc::SparseAttentionArgs args, cudaStream_t stream, fc::SparseAttentionVariant variant,
@@ -115,10 +121,18 @@ void print_profile(fc::SparseAttentionArgs args, cudaStream_t stream, fc::Sparse
   const auto d = [&](int a, int b) {
     return p[a] != 0 && p[b] != 0 ? static_cast<double>(p[b] - p[a]) : 0.0;
   };
-  // phases between profile points 1-2, 2-3, 3-4: the one-pass variants have their own
+  // phases between profile points 1-2, 2-3, 3-4: the one-pass and the cluster variants have their own
   const bool online = online_variant(variant);
-  const char* const phase[3] = {online ? "tile 0" : "Q.K^T", online ? "loop" : "softmax",
-                                online ? "output" : "P.V"};
+  const bool split = variant == fc::SparseAttentionVariant::kSplitKeys;
+  const char* const phase[3] = {online  ? "tile 0"
+                                : split ? "tile+Q.K^T+stats"
+                                        : "Q.K^T",
+                                online  ? "loop"
+                                : split ? "stats barrier+P.V"
+                                        : "softmax",
+                                online  ? "output"
+                                : split ? "partials+combine"
+                                        : "P.V"};
   std::printf(
       "  profile %s (CTA 0): key list %.1f us (%.1fK cyc), %s %.1f us (%.1fK), %s %.1f us (%.1fK), %s %.1f "
       "us "
@@ -126,6 +140,7 @@ void print_profile(fc::SparseAttentionArgs args, cudaStream_t stream, fc::Sparse
       name.c_str(), us(0, 1), kcycles(0, 1), phase[0], us(1, 2), kcycles(1, 2), phase[1], us(2, 3),
       kcycles(2, 3), phase[2], us(3, 4), kcycles(3, 4), us(0, 4), kcycles(0, 4));
   // the sixth key tile's iteration by stage (cycles; 0 where the variant has no such mark)
+  if (split) return;  // (one tile per CTA: no tile marks)
   if (online) {
     std::printf(
         "  tile 5 %s (CTA 0, cycles): Q.K^T issue %.0f | staging %.0f | half decode %.0f | Q.K^T wait %.0f | "
@@ -220,6 +235,7 @@ int main() {
     } variants[] = {{fc::SparseAttentionVariant::kWgmma, "wgmma"},
                     {fc::SparseAttentionVariant::kOnline, "online"},
                     {fc::SparseAttentionVariant::kSplitKeys, "split_keys"},
+                    {fc::SparseAttentionVariant::kSplitKeysThreeLaunch, "split_keys_3launch"},
                     {fc::SparseAttentionVariant::kMmaSync, "mma"}};
     for (const auto& v : variants) {
       for (int batch : {1, 2, 4, 8, 16, 32, 64, 128, 132, 256}) {
@@ -242,13 +258,20 @@ int main() {
         const double tflops = batch * flop_per_query() / (ms * 1e-3) / 1e12;
         fb::print_result(kProgram, name + "_us", ms * 1e3, "us", 0.0);
         fb::print_result(kProgram, name, tflops, "TFLOP/s", gemm > 0.0 ? tflops / gemm : 0.0);
-        if ((batch == 1 || batch == 128) && v.variant != fc::SparseAttentionVariant::kSplitKeys) {
+        const bool profiled = v.variant == fc::SparseAttentionVariant::kSplitKeys
+                                  ? batch == 1 || batch == 8
+                                  : batch == 1 || batch == 128;
+        if (profiled && v.variant != fc::SparseAttentionVariant::kSplitKeysThreeLaunch) {
           print_profile(args, stream, v.variant, profile.as<unsigned long long>(), name);
         }
-        if ((batch == 1 || batch == 128) && online_variant(v.variant)) {
+        if (((batch == 1 || batch == 128) && online_variant(v.variant)) ||
+            (profiled && v.variant == fc::SparseAttentionVariant::kSplitKeys)) {
           print_agreement(args, stream, v.variant, reference.as<uint16_t>(), name);
         }
-        if ((batch == 1 || batch == 128 || batch == 256) && online_variant(v.variant)) {
+        const bool queued = online_variant(v.variant)
+                                ? batch == 1 || batch == 128 || batch == 256
+                                : split_variant(v.variant) && (batch == 1 || batch == 8);
+        if (queued) {
           // the GPU kept busy by one untimed call before the start event, so the host's launch latency is
           // outside the event pair (as the indexer's _queued rows; an empty launch measures ~7.5 us above)
           const double queued = fb::median_ms_after(

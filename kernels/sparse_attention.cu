@@ -1709,6 +1709,262 @@ __global__ void split_reduce_kernel(SplitScratch scratch, uint16_t* out) {
       make_uint2(bf16x2_bits(sum.x, sum.y), bf16x2_bits(sum.z, sum.w));
 }
 
+// ---- split keys in one launch: a cluster of CTAs per query row (kSplitKeys) ----------------------------
+// The three-launch form above spent most of a small batch's time outside arithmetic (s7final b1: 34.3 µs per
+// call for ~84 MFLOP): three launches and the gaps between them, the key list and the tile decoded twice,
+// the logits, statistics and partial outputs through device memory, and the output kernel's partial stores.
+// Here the CTAs of one row (one per 64 keys) form a thread-block cluster, so they are co-scheduled and can
+// write each other's shared memory (DSMEM), and everything after the launch stays on chip:
+//   1. every CTA: the row's key list, its 64 keys decoded into its tile, S = Q·Kᵀ, its statistics per head
+//      (max m, Σ 2^(u − m)) pushed into every CTA's statistics table; cluster barrier;
+//   2. M = max(sink, m_i) and Z = Σ_i z_i·2^(m_i − M) + 2^(sink − M) from the table (the same shuffle trees
+//      and order as split_output_kernel), P of the CTA's keys rounded to BF16, partial O = P·V (wgmma);
+//      cluster barrier (every CTA is done with its tile, which the next step overwrites);
+//   3. each CTA owns heads [64r/S, 64(r+1)/S) of the output: every CTA pushes those rows of its partial O
+//      into the owner's receive buffer (over the tile); cluster barrier; the owner adds the partials in
+//      split order and writes BF16.
+// So P is normalised before its rounding and the partials are added in the same order as the three-launch
+// form: the same faithful-order numerics. CTAs past the row's last key (short rows) skip the arithmetic but
+// keep the barriers and own their output rows. No device scratch.
+
+constexpr int kSplitProbBytes = kHeads * kTileKeys * 2;   // P of one CTA's 64 keys, BF16 (8 KB)
+constexpr int kPartialRowBytes = kDim * sizeof(float);    // one head's partial output row, fp32 (2 KB)
+constexpr int kSplitStatsBytes = kMaxTiles * kHeads * 8;  // the statistics table (m, z): [split][head]
+
+// Output heads per owning CTA, at most (a row's 64 heads over `splits` CTAs).
+__host__ __device__ constexpr int split_owner_rows(int splits) {
+  return (kHeads + splits - 1) / splits;
+}
+
+// Bytes of the region that holds tile, pair sums and P during steps 1-2 and the receive buffer in step 3.
+__host__ __device__ constexpr int split_overlay_bytes(int splits) {
+  constexpr int kSteps12 = kTileBytes + kSplitPairBytes + kSplitProbBytes;  // 88 KB
+  const int buffer = splits * split_owner_rows(splits) * kPartialRowBytes;  // 128-144 KB
+  return buffer > kSteps12 ? buffer : kSteps12;
+}
+
+size_t split_cluster_shared_bytes(int key_stride) {
+  return static_cast<size_t>(split_overlay_bytes(key_stride / kTileKeys)) + kSplitStatsBytes +
+         static_cast<size_t>(key_stride) * 2 * sizeof(int32_t) + 2 * sizeof(int);
+}
+
+__device__ inline uint32_t cluster_cta_rank() {
+  uint32_t rank;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+  return rank;
+}
+
+// The shared::cluster address of this CTA's shared address `address` in the cluster's CTA `rank`.
+__device__ inline uint32_t cluster_address(uint32_t address, uint32_t rank) {
+  uint32_t mapped;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(mapped) : "r"(address), "r"(rank));
+  return mapped;
+}
+
+__device__ inline void store_cluster(uint32_t address, float x, float y) {
+  asm volatile("st.shared::cluster.v2.f32 [%0], {%1, %2};" ::"r"(address), "f"(x), "f"(y) : "memory");
+}
+
+// Cluster barrier halves. arrive (release) + wait (acquire): what any thread of the cluster wrote before its
+// arrive is visible to every thread after its wait. The relaxed arrive only says "this CTA has started".
+__device__ inline void cluster_arrive_relaxed() {
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+}
+__device__ inline void cluster_arrive() {
+  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+}
+__device__ inline void cluster_wait() {
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+__device__ inline void cluster_sync() {
+  cluster_arrive();
+  cluster_wait();
+}
+
+// Step 1's statistics of the warp's 8 heads (this lane's keys 2·lane, 2·lane + 1 of the CTA's 64): base-2
+// logits into `u` (kept in registers for step 2), (m, z) pushed into the tables of the row's CTAs that hold
+// keys (lane r writes CTA r's). As split_logits_kernel computes them.
+__device__ inline void push_split_statistics(const float* pair, int split, int total, int active,
+                                             float scale2, uint32_t stats_table, float2 (&u)[8]) {
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const uint32_t target = cluster_address(stats_table, static_cast<uint32_t>(lane < active ? lane : 0));
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const int h = warp * 8 + j;
+    const int k = 2 * lane;
+    const int t = split * kTileKeys + k;
+    const float2 raw = *reinterpret_cast<const float2*>(pair + h * kTileKeys + logit_column(h, k));
+    u[j].x = t < total ? raw.x * scale2 : -INFINITY;
+    u[j].y = t + 1 < total ? raw.y * scale2 : -INFINITY;
+    float m = fmaxf(u[j].x, u[j].y);
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
+    float z = exp2_approx(u[j].x - m) + exp2_approx(u[j].y - m);
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) z += __shfl_xor_sync(0xffffffffu, z, offset);
+    if (lane < active) store_cluster(target + static_cast<uint32_t>((split * kHeads + h) * 8), m, z);
+  }
+}
+
+// Step 2's P of the warp's 8 heads (BF16, [64 heads][64 keys] at 128 B per head, chunk j of head h at
+// j ^ (h mod 8)) from the statistics table and the logits `u`; as split_output_kernel computes it.
+__device__ inline void split_probabilities(const float2* stats, int split, int total, int active,
+                                           float lane_sink, const float2 (&u)[8], uint8_t* probs) {
+  constexpr float kLog2e = 1.4426950408889634f;
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const int h = warp * 8 + j;
+    const float sink2 = __shfl_sync(0xffffffffu, lane_sink, j) * kLog2e;
+    const float2 mine = lane < active ? stats[lane * kHeads + h] : make_float2(-INFINITY, 0.0f);
+    float peak = fmaxf(sink2, mine.x);
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2)
+      peak = fmaxf(peak, __shfl_xor_sync(0xffffffffu, peak, offset));
+    float z = mine.y > 0.0f ? mine.y * exp2_approx(mine.x - peak) : 0.0f;
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) z += __shfl_xor_sync(0xffffffffu, z, offset);
+    const float inverse = __frcp_rn(z + exp2_approx(sink2 - peak));
+    const int k = 2 * lane;
+    const int t = split * kTileKeys + k;
+    const float p0 = t < total ? exp2_approx(u[j].x - peak) * inverse : 0.0f;
+    const float p1 = t + 1 < total ? exp2_approx(u[j].y - peak) * inverse : 0.0f;
+    *reinterpret_cast<uint32_t*>(probs + h * 128 + (((k / 8) ^ (h & 7)) << 4) + (k % 8) * 2) =
+        bf16x2_bits(p0, p1);
+  }
+}
+
+// Step 3, sending side: this thread's partial O (acc: heads head0 + g (+8), channels 256·group + 8j + 2c
+// (+1)) into the owners' receive buffers. Owner r of S CTAs holds heads [64r/S, 64(r+1)/S); its buffer is
+// [split][owner_rows(S)][512] fp32, 16-byte chunk q of head h's row stored at q ^ (h mod 8) (a warp's
+// stores of one j then fill 32-byte segments of eight different bank groups).
+__device__ inline void push_split_partial(const float (&acc)[128], int split, int splits, uint32_t buffer) {
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const int g = lane / 4, c = lane % 4;
+  const int group = warp >> 2;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int h = 16 * (warp & 3) + g + 8 * half;
+    const int owner = (splits * (h + 1) - 1) / kHeads;
+    const int local = h - kHeads * owner / splits;
+    const uint32_t row = cluster_address(
+        buffer + static_cast<uint32_t>((split * split_owner_rows(splits) + local) * kPartialRowBytes),
+        static_cast<uint32_t>(owner));
+    const int k0 = (c >> 1) ^ g;  // (h mod 8 = g)
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+      const int chunk = 64 * group + ((2 * j) ^ k0);
+      store_cluster(row + static_cast<uint32_t>(chunk * 16 + (c & 1) * 8), acc[4 * j + 2 * half],
+                    acc[4 * j + 2 * half + 1]);
+    }
+  }
+}
+
+// Step 3, owning side: out = BF16(Σ partials of the splits holding keys, in split order) for this CTA's
+// heads, four channels per thread and step.
+__device__ inline void reduce_split_partials(const uint8_t* buffer, int split, int splits, int active,
+                                             uint16_t* out_row) {
+  const int first = kHeads * split / splits;
+  const int rows = kHeads * (split + 1) / splits - first;
+  for (int i = static_cast<int>(threadIdx.x); i < rows * (kDim / 4); i += kThreads) {
+    const int local = i / (kDim / 4), chunk = i % (kDim / 4);
+    const int h = first + local;
+    float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int s = 0; s < active; ++s) {
+      const float4 v = *reinterpret_cast<const float4*>(
+          buffer + (s * split_owner_rows(splits) + local) * kPartialRowBytes + chunk * 16);
+      sum.x += v.x;
+      sum.y += v.y;
+      sum.z += v.z;
+      sum.w += v.w;
+    }
+    reinterpret_cast<uint2*>(out_row + h * kDim)[chunk ^ (h & 7)] =
+        make_uint2(bf16x2_bits(sum.x, sum.y), bf16x2_bits(sum.z, sum.w));
+  }
+}
+
+// Grid (S, rows), cluster (S, 1, 1) with S = key_stride / 64; the CTAs of a cluster walk rows
+// blockIdx.y, blockIdx.y + gridDim.y, ... together.
+__global__ void __launch_bounds__(kThreads, 1)
+    split_cluster_kernel(SparseAttentionArgs args, int key_stride, float scale2) {
+  extern __shared__ __align__(1024) uint8_t smem[];
+  const int splits = key_stride / kTileKeys;
+  const int split = static_cast<int>(cluster_cta_rank());
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const int head0 = 16 * (warp & 3);
+  const int dim0 = 256 * (warp >> 2);
+  Layout s;
+  s.tile = smem;
+  s.logits = reinterpret_cast<float*>(smem + kTileBytes);  // 64 x 64 fp32 pair sums
+  uint8_t* probs = smem + kTileBytes + kSplitPairBytes;
+  auto* stats = reinterpret_cast<float2*>(smem + split_overlay_bytes(splits));
+  s.keys = reinterpret_cast<int32_t*>(smem + split_overlay_bytes(splits) + kSplitStatsBytes);
+  s.counts = s.keys + 2 * key_stride;
+  s.key_stride = key_stride;
+  s.prob_row_bytes = kTileKeys * 2;
+  s.profile = nullptr;
+  unsigned long long* profile = blockIdx.y == 0 ? args.profile : nullptr;
+  profile_point(profile, 0);
+  // this CTA has started: the others may write into its shared memory once they have waited for this
+  cluster_arrive_relaxed();
+  bool started = false;
+  const float lane_sink = lane < 8 ? __ldg(args.sink + warp * 8 + lane) : 0.0f;
+  for (int64_t row = blockIdx.y; row < args.n; row += gridDim.y) {
+    const KeySlots slots = load_key_slots(args, row);
+    uint32_t qa[16][4];
+    load_q_fragments(args.q + row * kHeads * kDim, head0, dim0, qa);
+    compact_key_list(args, slots, s.keys + key_stride, s.keys, s.counts);
+    const KeySource src{args.window_records, args.entry_records, s.counts[0], s.counts[1]};
+    const int active = (src.total + kTileKeys - 1) / kTileKeys;  // the row's CTAs that hold keys
+    const bool holds_keys = split < active;                      // (uniform over the CTA)
+    profile_point(profile, 1);
+    float2 u[8];
+    if (holds_keys) {
+      TileRecords<kTileKeys> records;
+      load_tile(s, src, split, records);
+      store_tile<kTileKeys>(s.tile, src, split, records);
+      __syncthreads();
+      float acc[32];
+#pragma unroll
+      for (int i = 0; i < 32; ++i) acc[i] = 0.0f;
+      issue_qk_wgmma(acc, qa, smem_address(s.tile), dim0);
+      wait_wgmma(acc);
+      sum_halves<8>(s.logits, kTileKeys, 0, acc);
+      __syncthreads();
+    }
+    if (!started) cluster_wait();  // every CTA of the cluster has started
+    started = true;
+    if (holds_keys) push_split_statistics(s.logits, split, src.total, active, scale2, smem_address(stats), u);
+    profile_point(profile, 2);
+    cluster_sync();  // the statistics of every split are in every table
+    float acc[128];
+#pragma unroll
+    for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+    if (holds_keys) {
+      split_probabilities(stats, split, src.total, active, lane_sink, u, probs);
+      __syncthreads();
+      issue_pv_wgmma<4>(acc, probs, kTileKeys * 2, 0, smem_address(s.tile), kSlabBytes);
+      wait_wgmma(acc);
+    }
+    profile_point(profile, 3);
+    // every CTA is done with its tile and P (its wgmma and ldmatrix reads have completed): the receive
+    // buffers may overwrite them. Relaxed: nothing written here is read after it (a release arrive costs a
+    // GPU-scope MEMBAR in SASS).
+    cluster_arrive_relaxed();
+    cluster_wait();
+    if (holds_keys) push_split_partial(acc, split, splits, smem_address(smem));
+    cluster_sync();  // every partial is in its owner's buffer
+    reduce_split_partials(smem, split, splits, active, args.out + row * kHeads * kDim);
+    __syncthreads();  // (a next row's tile overwrites the buffer)
+  }
+  if (!started) cluster_wait();  // (no rows: the barrier's phase still completes)
+  profile_point(profile, 4);
+}
+
 size_t shared_bytes(int key_stride) {
   return kTileBytes + static_cast<size_t>(kHeads) * key_stride * sizeof(float) +
          static_cast<size_t>(key_stride) * sizeof(int32_t) + 2 * sizeof(int);
@@ -1737,8 +1993,70 @@ bool runs_sm90a_code() {
   return major == 9 && minor == 0;
 }
 
-// The split-keys path: scratch from the stream-ordered allocator, three launches, scratch freed in order.
+// The largest shared-memory size of split_cluster_kernel over all key counts.
+size_t split_cluster_shared_bytes_max() {
+  size_t most = 0;
+  for (int tiles = 1; tiles <= kMaxTiles; ++tiles)
+    most = std::max(most, split_cluster_shared_bytes(tiles * kTileKeys));
+  return most;
+}
+
+// Once per device: raises split_cluster_kernel's shared-memory limit, allows clusters above the portable 8
+// CTAs, and asks whether a cluster of the most CTAs (kMaxTiles) at the largest size can be scheduled at
+// all. Returns that answer (cached); false sends kSplitKeys to the one-CTA faithful kernel.
+bool split_clusters_fit() {
+  static std::atomic<uint64_t> configured_devices{0}, fitting_devices{0};
+  int device = 0;
+  FKV_CUDA_CHECK(cudaGetDevice(&device));
+  const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
+  if (bit != 0 && (configured_devices.load(std::memory_order_acquire) & bit) != 0)
+    return (fitting_devices.load(std::memory_order_acquire) & bit) != 0;
+  const auto most = static_cast<int>(split_cluster_shared_bytes_max());
+  FKV_CUDA_CHECK(
+      cudaFuncSetAttribute(split_cluster_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most));
+  FKV_CUDA_CHECK(
+      cudaFuncSetAttribute(split_cluster_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(kMaxTiles, 1, 1);
+  config.blockDim = dim3(kThreads, 1, 1);
+  config.dynamicSmemBytes = static_cast<size_t>(most);
+  cudaLaunchAttribute cluster{};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = kMaxTiles;
+  cluster.val.clusterDim.y = 1;
+  cluster.val.clusterDim.z = 1;
+  config.attrs = &cluster;
+  config.numAttrs = 1;
+  int clusters = 0;
+  FKV_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, split_cluster_kernel, &config));
+  if (clusters > 0) fitting_devices.fetch_or(bit, std::memory_order_release);
+  configured_devices.fetch_or(bit, std::memory_order_release);
+  return clusters > 0;
+}
+
+// The split-keys path: one launch, a cluster of key_stride / 64 CTAs per query row, no device scratch.
 void launch_split(const SparseAttentionArgs& args, int key_stride, float scale, cudaStream_t stream) {
+  constexpr int64_t kMaxGridY = 65535;  // (more rows: each cluster takes every 65535th)
+  const int splits = key_stride / kTileKeys;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(splits), static_cast<unsigned>(std::min(args.n, kMaxGridY)), 1);
+  config.blockDim = dim3(kThreads, 1, 1);
+  config.dynamicSmemBytes = split_cluster_shared_bytes(key_stride);
+  config.stream = stream;
+  cudaLaunchAttribute cluster{};
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = static_cast<unsigned>(splits);
+  cluster.val.clusterDim.y = 1;
+  cluster.val.clusterDim.z = 1;
+  config.attrs = &cluster;
+  config.numAttrs = 1;
+  FKV_CUDA_CHECK(cudaLaunchKernelEx(&config, split_cluster_kernel, args, key_stride,
+                                    scale * 1.4426950408889634f));  // (returns launch errors itself)
+}
+
+// The three-launch split-keys path (kSplitKeysThreeLaunch, bench A/B for round s8r1): scratch from the
+// workspace or the stream-ordered allocator, three launches, scratch freed in order.
+void launch_split_three(const SparseAttentionArgs& args, int key_stride, float scale, cudaStream_t stream) {
   static std::atomic<uint64_t> configured_devices{0};
   int device = 0;
   FKV_CUDA_CHECK(cudaGetDevice(&device));
@@ -1810,8 +2128,13 @@ void sparse_attention(const SparseAttentionArgs& args, cudaStream_t stream, Spar
       if (runs_sm90a_code()) return launch_online(args, key_stride, scale, stream);
       return launch<0>(args, key_stride, scale, stream);
     case SparseAttentionVariant::kSplitKeys:
-      // its kernels are wgmma-only: elsewhere (the compute_90 PTX on a later device) the mma.sync kernel
-      if (runs_sm90a_code()) return launch_split(args, key_stride, scale, stream);
+      // its kernels are wgmma-only: elsewhere (the compute_90 PTX on a later device) the mma.sync kernel;
+      // where its clusters cannot be scheduled, the one-CTA faithful kernel
+      if (!runs_sm90a_code()) return launch<0>(args, key_stride, scale, stream);
+      if (split_clusters_fit()) return launch_split(args, key_stride, scale, stream);
+      return launch<1>(args, key_stride, scale, stream);
+    case SparseAttentionVariant::kSplitKeysThreeLaunch:
+      if (runs_sm90a_code()) return launch_split_three(args, key_stride, scale, stream);
       return launch<0>(args, key_stride, scale, stream);
     case SparseAttentionVariant::kMmaSync:
       return launch<0>(args, key_stride, scale, stream);

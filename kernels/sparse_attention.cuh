@@ -59,13 +59,14 @@ struct SparseAttentionArgs {
   // kOnline: words 0-4 at its start, after the key list, after tile 0's decode, after the loop, at its end;
   // words 10, 14, 17, 11, 12, 13, 15, 16 (in this order) inside the sixth tile's iteration.
   unsigned long long* profile = nullptr;
-  // kSplitKeys scratch (optional): at least sparse_attention_workspace_bytes(n, window_cap, topk) bytes of
-  // device memory, 16-byte aligned; when absent the call takes it from cudaMallocAsync on the stream.
+  // kSplitKeysThreeLaunch scratch (optional; bench A/B of round s8r1, goes after it): at least
+  // sparse_attention_workspace_bytes(n, window_cap, topk) bytes of device memory, 16-byte aligned; when
+  // absent the call takes it from cudaMallocAsync on the stream. No other variant uses device scratch.
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
 };
 
-// Device scratch the kSplitKeys variant uses for `n` rows.
+// Device scratch the kSplitKeysThreeLaunch variant uses for `n` rows.
 size_t sparse_attention_workspace_bytes(int64_t n, int window_cap, int topk);
 
 // Implementation choice; every variant computes the same function (the GPU test runs each against the CPU),
@@ -77,8 +78,11 @@ enum class SparseAttentionVariant {
   kOnline,  // one CTA per row, single pass (each key tile decoded once), online softmax: P is rounded to
             // BF16 before normalisation, so NOT the faithful order — within the bound that
             // tests/gpu/test_sparse_attention.cpp derives ((2^-7 + 2^-10)·Σ p|v| + 1 BF16 ulp per element)
-  kSplitKeys,  // small batches: one CTA per (row, 64 keys), statistics combined exactly, three launches
-               // (device scratch from the workspace or cudaMallocAsync on the stream)
+  kSplitKeys,  // small batches: one CTA per (row, 64 keys), the CTAs of a row one thread-block cluster
+               // (on-chip exchange, one launch, no device scratch), statistics combined exactly; where such
+               // clusters cannot be scheduled, kWgmma
+  kSplitKeysThreeLaunch,  // bench A/B only (round s8r1, then removed): kSplitKeys' arithmetic in three
+                          // launches through device scratch (workspace or cudaMallocAsync)
   // Diagnostic / portable: warp-level mma.sync m16n8k16 with the fp32 reference decoders; the path the
   // compute_90 PTX takes on a device without wgmma.
   kMmaSync,
