@@ -65,9 +65,9 @@ template <bool kFaithful>
 constexpr int kCompressorCtasPerSm = kFaithful ? 4 : 3;
 // Key kernels: as the window's. With the four pairs' cos/sin computed ahead of RMSNorm (rope_trig: twelve
 // more live values) the key kernel spilled 56/108 B at 64 registers until the norm weights moved to shared
-// memory (NormWeights); now the halves kernel fits 64 without a spill (the general one spills 4/12 B).
-// s7r1/s7r2 A/B: 80 registers (3 CTAs) tied (25.5 / 26.0% of copy), 48 registers (5 CTAs, 20/32 B spilled)
-// lost (24.9%), as did the window (53.1% vs 57.0%) and ratio 1 (60.2% vs 63.3%) at 48.
+// memory (NormWeights); now it spills 4/12 B. s7r1/s7r2 A/B: 80 registers (3 CTAs) tied (25.5% of copy),
+// 48 registers (5 CTAs, 20/32 B spilled) lost (24.9%), as did the window (53.1% vs 57.0%) and ratio 1 (60.2%
+// vs 63.3%) at 48.
 template <bool kFaithful>
 constexpr int kKeyCtasPerSm = kFaithful ? 4 : 3;
 constexpr unsigned kFullMask = 0xffffffffu;
@@ -136,67 +136,32 @@ __device__ void unpack_chunk(const RawChunk& raw, RowType type, float (&x)[kChan
   }
 }
 
-// Where a lane's 16 channels sit in its row: x[0..7] are channels lo … lo+7, x[8..15] channels hi … hi+7.
-// Every kernel's rows but one hold 16 consecutive channels per lane (hi = lo + 8). The faithful V4 index keys
-// (128 channels, the last 64 rotated) run with `halves`: lane L holds channels 8L … 8L+7 of each half, so
-// the rotated half is spread over all eight lanes, four pairs each, rotated in the lanes' registers
-// (rotate_own_pairs) instead of through rope_chunk's shared-memory exchange (index_key_write_kernel).
-struct LaneSpan {
-  int lo, hi;
-  bool halves;
-  __device__ LaneSpan(int lane_in_row, int dim, bool split)
-      : lo(split ? 8 * lane_in_row : kChannels * lane_in_row),
-        hi(split ? dim / 2 + 8 * lane_in_row : kChannels * lane_in_row + 8),
-        halves(split) {}
-  // the lane's norm weights for channels 4q … 4q+3 (q < 4) and channel i, from the CTA's shared copy
-  // (NormWeights)
-  __device__ float4 weights(const float* weight, int q) const {
-    return reinterpret_cast<const float4*>(weight + (q < 2 ? lo : hi))[q & 1];
-  }
-  __device__ float weight_of(const float* weight, int i) const { return weight[(i < 8 ? lo : hi) + (i & 7)]; }
-};
-
-// The ring slot unit holding a lane's 16-byte unit u is read_unit ^ unit_xor(u) (for_each_typed_input_row has
-// the layout): u for 16 consecutive channels; with halves, the BF16 units 0 and 1 (channels lo, hi) are 8
-// units apart in the row, which the swizzle maps to read_unit ^ 9 (see for_each_typed_input_row), and fp32
-// units 2, 3 (channels hi …) to ^ 18 on top of u's low bit.
-template <bool kBf16, bool kHalves>
-__device__ constexpr int unit_xor(int u) {
-  if constexpr (!kHalves) {
-    return u;
-  } else if constexpr (kBf16) {
-    return 9 * u;
-  } else {
-    return (u & 1) | 18 * (u >> 1);
-  }
-}
-
 // A lane's channels again, for the rare paths (x need not stay live across the row): all sixteen, or channels
 // 4g … 4g+3 (group(g)). From the row's ring slot, which holds it until the row is done (SlotReload), or a
 // copy of values kept in registers (ValueReload: the pooled ratio-2 latents). group() reads shared memory
 // directly: the RMSNorm fallback kept the reloaded row in local memory (to stay lean in registers) and its
 // dependent loads stalled the window kernel 8% of its time in the s6 profile (five per call, each a
 // round trip the store had not made to L1).
-template <bool kBf16, bool kHalves = false>
+template <bool kBf16>
 struct SlotReload {
   static constexpr int kUnitsPerRow = kBf16 ? 2 : 4;  // 16-byte units per lane and row
   const uint4* units;                                 // the slot
-  int read_unit;                                      // this lane's unit u at units[read_unit ^ unit_xor(u)]
+  int read_unit;                                      // this lane's unit u at units[read_unit ^ u]
   __device__ void operator()(float (&again)[kChannels]) const {
     RawChunk raw;
 #pragma unroll
     for (int u = 0; u < 4; ++u)
-      raw.q[u] = u < kUnitsPerRow ? units[read_unit ^ unit_xor<kBf16, kHalves>(u)] : make_uint4(0, 0, 0, 0);
+      raw.q[u] = u < kUnitsPerRow ? units[read_unit ^ u] : make_uint4(0, 0, 0, 0);
     unpack_chunk(raw, kBf16 ? RowType::kBf16 : RowType::kFp32, again);
   }
   __device__ void group(int g, float (&y)[4]) const {
     if constexpr (kBf16) {  // words 2g, 2g + 1 of the lane's eight: half of unit g / 2
       const uint2 w =
-          reinterpret_cast<const uint2*>(units + (read_unit ^ unit_xor<kBf16, kHalves>(g >> 1)))[g & 1];
+          reinterpret_cast<const uint2*>(units + (read_unit ^ (g >> 1)))[g & 1];
       y[0] = __uint_as_float(w.x << 16), y[1] = __uint_as_float(w.x & 0xffff0000u);
       y[2] = __uint_as_float(w.y << 16), y[3] = __uint_as_float(w.y & 0xffff0000u);
     } else {
-      const uint4 q = units[read_unit ^ unit_xor<kBf16, kHalves>(g)];
+      const uint4 q = units[read_unit ^ g];
       y[0] = __uint_as_float(q.x), y[1] = __uint_as_float(q.y), y[2] = __uint_as_float(q.z),
       y[3] = __uint_as_float(q.w);
     }
@@ -300,13 +265,11 @@ __device__ double square(float x) {
 // Σ x² of the row in the CPU's order: numerics.hpp dot(x, x, dim), eight partial sums over channel ≡ j (mod
 // 8) in ascending channel order, combined ((p0+p4)+(p1+p5))+((p2+p6)+(p3+p7)). Lane L of the row holds
 // channels 16L … 16L+15, so partial j takes lane 0's channels j and 8+j, then lane 1's, …: a serial scan
-// every lane of the row repeats (all get the same result). With `halves` (LaneSpan) lane L's x[j] is channel
-// 8L + j and x[8+j] channel dim/2 + 8L + j: every lane's x[j], then every lane's x[8+j]. kLean: the loops not
-// unrolled, so the partial sums and the row sit in local memory: for the rare open channels of a faithful
-// row, where a small register footprint matters more than speed (see rms_norm_fallback). Same operations in
-// the same order.
+// every lane of the row repeats (all get the same result). kLean: the loops not unrolled, so the partial
+// sums and the row sit in local memory: for the rare open channels of a faithful row, where a small register
+// footprint matters more than speed (see rms_norm_fallback). Same operations in the same order.
 template <int kLanes, bool kLean = false>
-__device__ double ordered_sum_of_squares(const float (&x)[kChannels], int first_lane, bool halves) {
+__device__ double ordered_sum_of_squares(const float (&x)[kChannels], int first_lane) {
   constexpr int kUnroll = kLean ? 1 : 8;
   double partial[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
   const auto add_lane = [&](int lane) {
@@ -317,20 +280,7 @@ __device__ double ordered_sum_of_squares(const float (&x)[kChannels], int first_
       partial[j] = __dadd_rn(__dadd_rn(partial[j], square(a)), square(b));
     }
   };
-  const auto add_half = [&](int lane, int half) {
-#pragma unroll(kUnroll)
-    for (int j = 0; j < 8; ++j) {
-      const float a = __shfl_sync(kFullMask, half == 0 ? x[j] : x[8 + j], first_lane + lane);
-      partial[j] = __dadd_rn(partial[j], square(a));
-    }
-  };
-  if (halves) {
-#pragma unroll 1
-    for (int half = 0; half < 2; ++half) {
-#pragma unroll 1
-      for (int lane = 0; lane < kLanes; ++lane) add_half(lane, half);
-    }
-  } else if constexpr (kLean) {
+  if constexpr (kLean) {
 #pragma unroll 1
     for (int lane = 0; lane < kLanes; ++lane) add_lane(lane);
   } else {
@@ -357,7 +307,7 @@ __device__ double any_order_sum_of_squares(const float (&x)[kChannels]) {
 // makes the sum fail that test. Called by all 32 lanes; the rows of a warp take the ordered path together.
 template <int kLanes, bool kLean = false>
 __device__ double exact_sum_of_squares(const float (&x)[kChannels], double any_order, int first_lane,
-                                       int significand_bits, bool halves = false) {
+                                       int significand_bits) {
   // min over channels of (|bits| << 1) − 1: the smallest non-zero magnitude (zeros wrap to the maximum)
   uint32_t key = 0xffffffffu;
 #pragma unroll
@@ -366,7 +316,7 @@ __device__ double exact_sum_of_squares(const float (&x)[kChannels], double any_o
   const int lowest = smallest == 0 ? -149 : smallest - 127 - (significand_bits - 1);
   const double bound = __hiloint2double((52 + 2 * lowest + 1023) << 20, 0);  // 2^(52 + 2·lowest), normal
   if (__all_sync(kFullMask, any_order < bound)) return any_order;
-  return ordered_sum_of_squares<kLanes, kLean>(x, first_lane, halves);
+  return ordered_sum_of_squares<kLanes, kLean>(x, first_lane);
 }
 
 // Σx²/d + eps as the CPU forms it: dim is a power of two, so the product with 1/d is its correctly rounded
@@ -450,7 +400,51 @@ struct DeclineKeys {
   __device__ bool declined() const { return near <= ((2 * kMidpointMargin) << 16 | 0xffffu); }
 };
 
-__device__ uint32_t bf16x2_min_abs(uint32_t a, uint32_t b);
+// ---- packed BF16 pair arithmetic (PTX bf16x2 instructions) ---------------------------------------------
+__device__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+__device__ uint32_t bf16x2_add(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("add.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+__device__ uint32_t bf16x2_min(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("min.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+__device__ uint32_t bf16x2_max(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("max.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+// min(|a|, |b|) per half, with the sign bit the XOR of the inputs' (mask it before use): the abs is free in
+// HMNMX2 (.XORSIGN with |a|, |b| operands), where masking both inputs cost two LOP3 per pair.
+__device__ uint32_t bf16x2_min_abs(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("min.xorsign.abs.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+// max(|a|, |b|) per half, NaN-propagating, sign bit as bf16x2_min_abs.
+__device__ uint32_t bf16x2_max_abs_nan(uint32_t a, uint32_t b) {
+  uint32_t d;
+  asm("max.NaN.xorsign.abs.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  return d;
+}
+
+// A lane's 16 BF16 channels (8 packed pairs) reduced by an associative bf16x2 operation `op` as a tree
+// (depth 4, not a 16-long chain); both halves of the result hold the reduction.
+template <typename Op>
+__device__ uint32_t pairs_reduce(const uint32_t (&pairs)[kChannels / 2], Op op) {
+  uint32_t m[kChannels / 4];
+#pragma unroll
+  for (int i = 0; i < kChannels / 4; ++i) m[i] = op(pairs[2 * i], pairs[2 * i + 1]);
+  const uint32_t r = op(op(m[0], m[1]), op(m[2], m[3]));
+  return op(r, __byte_perm(r, 0, 0x1032));
+}
 
 // The range half of the fast path's test, on the lane's estimates rounded to BF16 (its packed pairs): whether
 // any is below 2^-60 in magnitude (zeros too, as norm_estimate_declined), or the inverse root is not a
@@ -462,20 +456,16 @@ __device__ uint32_t bf16x2_min_abs(uint32_t a, uint32_t b);
 // the decline test and fallback cost the window kernel 20% of its time). Host check:
 // tools/exactness-checks/rmsnorm_inverse_root.cpp.
 __device__ bool estimates_tiny(const uint32_t (&packed)[kChannels / 2], float inverse_root) {
-  uint32_t m[kChannels / 4];
-#pragma unroll
-  for (int i = 0; i < kChannels / 4; ++i) m[i] = bf16x2_min_abs(packed[2 * i], packed[2 * i + 1]);
-  uint32_t both = bf16x2_min_abs(bf16x2_min_abs(m[0], m[1]), bf16x2_min_abs(m[2], m[3]));
-  both = bf16x2_min_abs(both, __byte_perm(both, 0, 0x1032));     // both halves hold the minimum
-  return ((both & 0x7fffu) < 0x2180u) | !(inverse_root > 0.0f);  // 0x2180: 2^-60 in BF16
+  const uint32_t least = pairs_reduce(packed, [](uint32_t a, uint32_t b) { return bf16x2_min_abs(a, b); });
+  return ((least & 0x7fffu) < 0x2180u) | !(inverse_root > 0.0f);  // 0x2180: 2^-60 in BF16
 }
 
 // Whether this lane's 16 norm weights are finite and below 2^60 in magnitude (once per kernel).
-__device__ bool lane_weights_bounded(const float* weight, const LaneSpan& span) {
+__device__ bool lane_weights_bounded(const float* lane_weight) {
   float largest = 0.0f;
 #pragma unroll
   for (int q = 0; q < 4; ++q) {
-    const float4 w = span.weights(weight, q);
+    const float4 w = reinterpret_cast<const float4*>(lane_weight)[q];
     largest = kv_fast::amax_update(kv_fast::amax_update(largest, w.x), w.y);
     largest = kv_fast::amax_update(kv_fast::amax_update(largest, w.z), w.w);
   }
@@ -534,17 +524,17 @@ struct PackedPairs {
 // CPU's exact Σx². Its own out-of-line function, so that its sixteen channels and eight double partial sums
 // do not widen rms_norm_fallback's register footprint.
 template <int kLanes, typename Reload>
-__device__ __noinline__ PackedPairs open_channels(PackedPairs pairs, const Reload reload, const float* weight,
-                                                  double eps, int dim, LaneSpan span, int first_lane,
+__device__ __noinline__ PackedPairs open_channels(PackedPairs pairs, const Reload reload,
+                                                  const float* lane_weight, double eps, int dim, int first_lane,
                                                   int significand_bits, double any_order, uint32_t open) {
   float y[kChannels];
   reload(y);
   const double mean_square = mean_square_of(
-      exact_sum_of_squares<kLanes, true>(y, any_order, first_lane, significand_bits, span.halves), dim, eps);
+      exact_sum_of_squares<kLanes, true>(y, any_order, first_lane, significand_bits), dim, eps);
 #pragma unroll 1
   for (int i = 0; i < kChannels; ++i) {
     if (open & (1u << i)) {
-      const uint32_t bits = cpu_norm_bf16(y[i], span.weight_of(weight, i), mean_square);
+      const uint32_t bits = cpu_norm_bf16(y[i], lane_weight[i], mean_square);
       uint32_t& word = pairs.w[i / 2];
       word = i % 2 == 0 ? (word & 0xffff0000u) | bits : (word & 0xffffu) | (bits << 16);
     }
@@ -563,8 +553,8 @@ __device__ __noinline__ PackedPairs open_channels(PackedPairs pairs, const Reloa
 // fallback ran 17% faster, at 5.4% of rows declined.)
 template <int kLanes, typename Reload>
 __device__ __noinline__ PackedPairs rms_norm_fallback(PackedPairs pairs, const Reload reload,
-                                                      const float* weight, bool weights_bounded, double eps,
-                                                      int dim, LaneSpan span, int first_lane,
+                                                      const float* lane_weight, bool weights_bounded,
+                                                      double eps, int dim, int first_lane,
                                                       int significand_bits, bool declined, double any_order,
                                                       float inverse_root) {
   uint32_t open = 0;  // bit i: channel i needs the exact path
@@ -572,7 +562,7 @@ __device__ __noinline__ PackedPairs rms_norm_fallback(PackedPairs pairs, const R
     uint32_t redo = 0;  // bit i: channel i's estimate is declined
 #pragma unroll 1
     for (int g = 0; g < kChannels / 4; ++g) {
-      const float4 w = span.weights(weight, g);
+      const float4 w = reinterpret_cast<const float4*>(lane_weight)[g];
       const float ws[4] = {w.x, w.y, w.z, w.w};
       float y[4];
       reload.group(g, y);
@@ -590,7 +580,7 @@ __device__ __noinline__ PackedPairs rms_norm_fallback(PackedPairs pairs, const R
       float y[4];
       reload.group(i >> 2, y);
       const float yi = (i & 2) ? ((i & 1) ? y[3] : y[2]) : ((i & 1) ? y[1] : y[0]);  // no local memory
-      const uint32_t bits = double_norm_bf16(yi, span.weight_of(weight, i), inverse_root_d);
+      const uint32_t bits = double_norm_bf16(yi, lane_weight[i], inverse_root_d);
       if (bits == kNormOpen) {
         open |= 1u << i;
         continue;
@@ -604,7 +594,7 @@ __device__ __noinline__ PackedPairs rms_norm_fallback(PackedPairs pairs, const R
     }
   }
   if (__any_sync(kFullMask, open != 0)) {
-    pairs = open_channels<kLanes>(pairs, reload, weight, eps, dim, span, first_lane, significand_bits,
+    pairs = open_channels<kLanes>(pairs, reload, lane_weight, eps, dim, first_lane, significand_bits,
                                   any_order, open);
   }
   return pairs;
@@ -616,17 +606,16 @@ __device__ __noinline__ PackedPairs rms_norm_fallback(PackedPairs pairs, const R
 // `reload(y)` puts the lane's channels (x again) into y: the rare paths take them from there, so x need not
 // stay live (in registers or spilled) through the row.
 template <int kLanes, bool kFaithful, typename Reload>
-__device__ void rms_norm_chunk(const float (&x)[kChannels], const Reload& reload, const float* weight,
-                               bool weights_bounded, double eps, int dim, const LaneSpan& span,
-                               int first_lane, int significand_bits,
+__device__ void rms_norm_chunk(const float (&x)[kChannels], const Reload& reload, const float* lane_weight,
+                               bool weights_bounded, double eps, int dim, int first_lane, int significand_bits,
                                ChannelPair<kFaithful> (&packed)[kChannels / 2], unsigned ablate = 0) {
   if constexpr (!kFaithful) {
     const double any_order = any_order_sum_of_squares<kLanes>(x);
     const double mean_square = mean_square_of(
-        exact_sum_of_squares<kLanes>(x, any_order, first_lane, significand_bits, span.halves), dim, eps);
+        exact_sum_of_squares<kLanes>(x, any_order, first_lane, significand_bits), dim, eps);
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
-      const float4 w = span.weights(weight, q);
+      const float4 w = reinterpret_cast<const float4*>(lane_weight)[q];
       const float ws[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
@@ -640,7 +629,7 @@ __device__ void rms_norm_chunk(const float (&x)[kChannels], const Reload& reload
     float wx[kChannels];
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
-      const float4 w = span.weights(weight, q);
+      const float4 w = reinterpret_cast<const float4*>(lane_weight)[q];
       const float ws[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
       for (int i = 0; i < 4; ++i) wx[4 * q + i] = __fmul_rn(ws[i], x[4 * q + i]);
@@ -666,7 +655,7 @@ __device__ void rms_norm_chunk(const float (&x)[kChannels], const Reload& reload
       PackedPairs words;
 #pragma unroll
       for (int k = 0; k < kChannels / 2; ++k) words.w[k] = packed[k];
-      words = rms_norm_fallback<kLanes>(words, reload, weight, weights_bounded, eps, dim, span, first_lane,
+      words = rms_norm_fallback<kLanes>(words, reload, lane_weight, weights_bounded, eps, dim, first_lane,
                                         significand_bits, declined, any_order, inverse_root);
 #pragma unroll
       for (int k = 0; k < kChannels / 2; ++k) packed[k] = words.w[k];
@@ -942,46 +931,19 @@ struct RopeTrig {
 template <int kLanes>
 struct RopeTrig<kLanes, false> {};
 
-// Pairs first + j·stride (rope_chunk's lanes: lane_in_row + j·kLanes; halves: 4·lane_in_row + j).
 template <int kLanes, bool kFaithful>
-__device__ RopeTrig<kLanes, kFaithful> rope_trig(int64_t position, const RopeFrequencies& freqs, int first,
-                                                 int stride) {
+__device__ RopeTrig<kLanes, kFaithful> rope_trig(int64_t position, const RopeLane<kFaithful>& rl) {
   RopeTrig<kLanes, kFaithful> t;
   if constexpr (kFaithful) {
     const float position_f = __ll2float_rn(position);
 #pragma unroll
     for (int j = 0; j < RopeTrig<kLanes, kFaithful>::kPairs; ++j) {
       // f32[p] is 0 past rope_dim / 2 (load_rope_frequencies): unused then (rope_chunk's generic path)
-      t.angle[j] = __fmul_rn(position_f, freqs.f32[first + j * stride]);
-      cos_sin_f32(t.angle[j], freqs.sin_cos, t.c[j], t.s[j]);
+      t.angle[j] = __fmul_rn(position_f, rl.freqs->f32[rl.lane_in_row + j * kLanes]);
+      cos_sin_f32(t.angle[j], rl.freqs->sin_cos, t.c[j], t.s[j]);
     }
   }
   return t;
-}
-template <int kLanes, bool kFaithful>
-__device__ RopeTrig<kLanes, kFaithful> rope_trig(int64_t position, const RopeLane<kFaithful>& rl) {
-  return rope_trig<kLanes, kFaithful>(position, *rl.freqs, rl.lane_in_row, kLanes);
-}
-
-// A halves lane's (LaneSpan) four rotated pairs, pairs[4 + j] = rope pair 4·lane_in_row + j, rotated in its
-// registers with the row's RopeTrig: no exchange, no __syncwarp (the key kernel's owners stored and reloaded
-// 32 bytes through shared memory around the rotation, three __syncwarp and the owner branches: ~55
-// instructions per 4-key step in the s7 profile, and two shared-memory round trips on the row's chain).
-__device__ void rotate_own_pairs(uint32_t (&pairs)[kChannels / 2], const RopeTrig<8, true>& t) {
-  uint32_t open = 0;  // bit j: pair j declined
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    uint32_t rotated;
-    const bool decided = rotate_pair_fast(pairs[4 + j], t.angle[j], t.c[j], t.s[j], rotated);
-    pairs[4 + j] = decided ? rotated : pairs[4 + j];
-    open |= decided ? 0u : 1u << j;
-  }
-  if (open != 0) {
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      if (open & (1u << j)) pairs[4 + j] = rotate_pair_exact(pairs[4 + j], t.angle[j]);
-    }
-  }
 }
 
 // A faithful lane's pairs p = lane_in_row + j·kLanes of the row's table, when the row rotates the largest
@@ -1333,40 +1295,6 @@ __device__ void store_mxfp4_chunk(uint8_t* record, int dim, int lane_in_row, con
 // [0,2), [2,4), [4,6]; RNE sends ties to the even code). Saves the unpacking, two fp32 products and the
 // f16 conversion per pair, and the block amax runs on pairs (round s5r0 profile: 233 instructions per key
 // step in the MXFP4 encoder).
-__device__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
-  uint32_t d;
-  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-  return d;
-}
-__device__ uint32_t bf16x2_add(uint32_t a, uint32_t b) {
-  uint32_t d;
-  asm("add.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-  return d;
-}
-__device__ uint32_t bf16x2_min(uint32_t a, uint32_t b) {
-  uint32_t d;
-  asm("min.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-  return d;
-}
-__device__ uint32_t bf16x2_max(uint32_t a, uint32_t b) {
-  uint32_t d;
-  asm("max.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-  return d;
-}
-// min(|a|, |b|) per half, with the sign bit the XOR of the inputs' (mask it before use): the abs is free in
-// HMNMX2 (.XORSIGN with |a|, |b| operands), where masking both inputs cost two LOP3 per pair.
-__device__ uint32_t bf16x2_min_abs(uint32_t a, uint32_t b) {
-  uint32_t d;
-  asm("min.xorsign.abs.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-  return d;
-}
-// max(|a|, |b|) per half, NaN-propagating, sign bit as bf16x2_min_abs.
-__device__ uint32_t bf16x2_max_abs_nan(uint32_t a, uint32_t b) {
-  uint32_t d;
-  asm("max.NaN.xorsign.abs.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-  return d;
-}
-
 // The signed E2M1 codes of two finite BF16 quotients q (exact), low channel in bits 0..3, high in 16..19;
 // the sign bits from `sign_source` (the unscaled pair).
 __device__ uint32_t e2m1x2_codes_bf16x2(uint32_t q, uint32_t sign_source) {
@@ -1380,12 +1308,8 @@ __device__ uint32_t e2m1x2_codes_bf16x2(uint32_t q, uint32_t sign_source) {
 
 // NaN-propagating max of the magnitudes of a lane's 16 BF16 channels, as fp32.
 __device__ float pairs_amax(const uint32_t (&pairs)[kChannels / 2]) {
-  uint32_t m[kChannels / 4];
-#pragma unroll
-  for (int i = 0; i < kChannels / 4; ++i) m[i] = bf16x2_max_abs_nan(pairs[2 * i], pairs[2 * i + 1]);
-  m[0] = bf16x2_max_abs_nan(bf16x2_max_abs_nan(m[0], m[1]), bf16x2_max_abs_nan(m[2], m[3]));
-  m[0] = bf16x2_max_abs_nan(m[0], __byte_perm(m[0], 0, 0x1032));  // both halves hold the max
-  return fabsf(__uint_as_float(m[0] << 16));                      // the sign bit is an XOR of signs
+  const uint32_t m = pairs_reduce(pairs, [](uint32_t a, uint32_t b) { return bf16x2_max_abs_nan(a, b); });
+  return fabsf(__uint_as_float(m << 16));  // the sign bit is an XOR of signs
 }
 
 // The E2M1 codes of the four BF16 pairs pairs[first … first+3] in one word (channel order, two per byte), for
@@ -1422,47 +1346,6 @@ __device__ void store_mxfp4_pairs(uint8_t* record, int dim, int lane_in_row,
   if (!active) return;
   store_words<2>(record + lane_in_row * (kChannels / 2), packed);
   if (lane_in_row % 2 == 0) record[dim / 2 + lane_in_row / 2] = static_cast<uint8_t>(code);
-}
-
-// NaN-propagating max of the magnitudes of four BF16 pairs pairs[first … first+3], as fp32.
-__device__ float pairs_amax4(const uint32_t (&pairs)[kChannels / 2], int first) {
-  uint32_t m = bf16x2_max_abs_nan(bf16x2_max_abs_nan(pairs[first], pairs[first + 1]),
-                                  bf16x2_max_abs_nan(pairs[first + 2], pairs[first + 3]));
-  m = bf16x2_max_abs_nan(m, __byte_perm(m, 0, 0x1032));  // both halves hold the max
-  return fabsf(__uint_as_float(m << 16));                // the sign bit is an XOR of signs
-}
-
-// A 4-byte word at `dst` (4-byte aligned for the V4 68-byte keys; bytewise otherwise).
-__device__ void store_word(uint8_t* dst, uint32_t w) {
-  if ((reinterpret_cast<uintptr_t>(dst) & 3u) == 0) {
-    *reinterpret_cast<uint32_t*>(dst) = w;
-    return;
-  }
-#pragma unroll
-  for (int i = 0; i < 4; ++i) dst[i] = static_cast<uint8_t>(w >> (8 * i));
-}
-
-// MXFP4 key (faithful) of a halves lane (LaneSpan): pairs[0..3] are channels 8L … 8L+7 (block L/4),
-// pairs[4..7] channels dim/2 + 8L … (block dim/64 + L/4), so each 32-channel block spans four lanes (two
-// shuffles per block amax) and the lane writes one code word into each half of the record.
-__device__ void store_mxfp4_halves(uint8_t* record, int dim, int lane_in_row,
-                                   const uint32_t (&pairs)[kChannels / 2], bool active) {
-  uint32_t code[2], word[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float amax = pairs_amax4(pairs, 4 * h);
-    amax = kv_fast::amax_combine(amax, __shfl_xor_sync(kFullMask, amax, 1));
-    amax = kv_fast::amax_combine(amax, __shfl_xor_sync(kFullMask, amax, 2));
-    code[h] = pow2_scale_code_fast(amax, nm::kMxfp4AmaxFloor, nm::kInvE2m1Max);
-    word[h] = mxfp4_word(pairs, 4 * h, code[h]);
-  }
-  if (!active) return;
-  store_word(record + 4 * lane_in_row, word[0]);
-  store_word(record + dim / 4 + 4 * lane_in_row, word[1]);
-  if (lane_in_row % 4 == 0) {
-    record[dim / 2 + lane_in_row / 4] = static_cast<uint8_t>(code[0]);
-    record[dim / 2 + dim / 64 + lane_in_row / 4] = static_cast<uint8_t>(code[1]);
-  }
 }
 
 // FP8 window row (faithful) from the lane's packed pairs: as store_fp8_chunk, with x·2^-e formed exactly
@@ -1568,23 +1451,11 @@ struct RowLanes {
   }
 };
 
-// Grid-stride loop over rows [0, n) in steps of one row per lane group; the trip count is warp-uniform.
-template <int kDim, typename Body>
-__device__ void for_each_row(int64_t n, const Body& body) {
-  const RowLanes<kDim> lanes;
-  const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * blockDim.x / 32;
-  const int64_t step = warps * RowLanes<kDim>::kRowsPerWarp;
-  for (int64_t base = warp * RowLanes<kDim>::kRowsPerWarp; base < n; base += step) {
-    const int64_t row = base + lanes.row_in_warp;
-    body(row < n ? row : n - 1, row < n, lanes);  // idle groups redo the last row without storing
-  }
-}
-
-// As for_each_row, for kernels that read one input row per row: the body gets the row's channels, read
-// through the warp's ring (its next row groups are in flight meanwhile); a slot is refilled after the body.
+// Grid-stride loop over rows [0, n) in steps of one row per lane group (the trip count is warp-uniform; idle
+// groups redo row n − 1 without storing): the body gets the row's channels, read through the warp's ring
+// (its next row groups are in flight meanwhile); a slot is refilled after the body.
 // The input type is a template parameter: the ring's unit counts and addresses are then constants.
-template <int kDim, bool kBf16, int kUnits, bool kHalves = false, typename Body>
+template <int kDim, bool kBf16, int kUnits, typename Body>
 __device__ void for_each_typed_input_row(int64_t n, const void* data, InputRing<kUnits>& ring,
                                          const Body& body) {
   constexpr int kRowsPerWarp = RowLanes<kDim>::kRowsPerWarp;
@@ -1592,7 +1463,6 @@ __device__ void for_each_typed_input_row(int64_t n, const void* data, InputRing<
   constexpr int kUnitsPerRow = kBf16 ? 2 : 4;    // 16-byte units per lane and row
   constexpr int kDepth = kUnits / kUnitsPerRow;  // 1, 2 or 4
   constexpr size_t kElementBytes = kBf16 ? 2 : 4;
-  constexpr RowType kType = kBf16 ? RowType::kBf16 : RowType::kFp32;
   const RowLanes<kDim> lanes;
   const int lane = static_cast<int>(threadIdx.x % 32);
   const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
@@ -1609,13 +1479,8 @@ __device__ void for_each_typed_input_row(int64_t n, const void* data, InputRing<
   // only flips bits 0-1 by j's bits 3-4. One register for the kernel: the two or four offsets were
   // recomputed from the thread index in every row (~13 instructions; ptxas rematerializes them under the
   // 64-register cap, which the opaque move below prevents: 6 instructions per row to address the slot).
-  // With halves (LaneSpan) the lane's first unit is its row's unit lane_in_row·kUnitsPerRow/2 (channels
-  // 8·lane_in_row …) and the others follow from it by unit_xor: BF16 unit 1 is j + 8 (column c + 8 with c's
-  // bit 3 clear, so the swizzle's bits flip by 1: ^ 9), fp32 units 2, 3 are j + 16 (+ 0, 1: swizzle bits +
-  // 2).
   const int read_unit = [&] {
-    const int j = kHalves ? lanes.row_in_warp * kLanes * kUnitsPerRow + lanes.lane_in_row * (kUnitsPerRow / 2)
-                          : lane * kUnitsPerRow;
+    const int j = lane * kUnitsPerRow;
     const int column = j % 32;
     int unit = (j / 32) * kThreads + (column ^ ((column >> 3) & 3));
     asm volatile("mov.b32 %0, %0;" : "+r"(unit));  // not recomputed in the loop
@@ -1651,16 +1516,10 @@ __device__ void for_each_typed_input_row(int64_t n, const void* data, InputRing<
   for (int slot = 0; base < n; base += step) {
     cp_async_wait<kDepth - 1>();
     __syncwarp();  // every lane's copies of this slot are visible to the warp
-    RawChunk chunk;
-    const uint4* const slot_units = warp_ring + slot * kUnitsPerRow * kThreads;
-#pragma unroll
-    for (int u = 0; u < 4; ++u)
-      chunk.q[u] =
-          u < kUnitsPerRow ? slot_units[read_unit ^ unit_xor<kBf16, kHalves>(u)] : make_uint4(0, 0, 0, 0);
+    // the row's channels, and again for the rare paths
+    const SlotReload<kBf16> reload{warp_ring + slot * kUnitsPerRow * kThreads, read_unit};
     float x[kChannels];
-    unpack_chunk(chunk, kType, x);
-    const SlotReload<kBf16, kHalves> reload{slot_units,
-                                            read_unit};  // the row's channels again, for rare paths
+    reload(x);
     const int64_t row = base + lanes.row_in_warp;
     body(x, reload, row < n ? row : n - 1, row < n, lanes);  // idle groups redo the last row, no stores
     __syncwarp();  // every lane has read the slot before it is refilled
@@ -1690,7 +1549,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtas) window_write_kernel(Window
   load_norm_weights(a.norm_weight, norm);
   load_rope_frequencies(a.rope, tables.freqs);  // its barrier publishes the weights too
   const bool weights_bounded =
-      !kFaithful || lane_weights_bounded(norm.w, LaneSpan(RowLanes<kDim>().lane_in_row, kDim, false));
+      !kFaithful || lane_weights_bounded(norm.w + kChannels * RowLanes<kDim>().lane_in_row);
   const RopeLane<kFaithful> rope_lane = RowLanes<kDim>().rope_lane(tables, a.rope.rope_dim);
   const size_t record_bytes = kFaithful ? nm::fp8_row_bytes(kDim) : kDim * sizeof(float);
   const int significand_bits = a.kv.type == RowType::kBf16 ? 8 : 24;
@@ -1727,9 +1586,8 @@ __global__ void __launch_bounds__(kThreads, kMinCtas) window_write_kernel(Window
         } else {
           const RopeTrig<kLanes, kFaithful> trig = rope_trig<kLanes>(position, rope_lane);  // before RMSNorm
           ChannelPair<kFaithful> pairs[kChannels / 2];
-          rms_norm_chunk<kLanes, kFaithful>(x, reload, norm.w, weights_bounded, a.eps, kDim,
-                                            LaneSpan(lanes.lane_in_row, kDim, false), lanes.first_lane,
-                                            significand_bits, pairs, kAblate);
+          rms_norm_chunk<kLanes, kFaithful>(x, reload, norm.w + kChannels * lanes.lane_in_row, weights_bounded,
+                                            a.eps, kDim, lanes.first_lane, significand_bits, pairs, kAblate);
           if constexpr (!(kAblate & kAblateRope)) {
             rope_chunk<kLanes, kFaithful>(pairs, position, rope_lane, trig);
           }
@@ -1756,7 +1614,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
   load_norm_weights(a.norm_weight, norm);
   load_rope_frequencies(a.rope, tables.freqs);  // its barrier publishes the reciprocals and weights too
   const bool weights_bounded =
-      !kFaithful || lane_weights_bounded(norm.w, LaneSpan(RowLanes<kDim>().lane_in_row, kDim, false));
+      !kFaithful || lane_weights_bounded(norm.w + kChannels * RowLanes<kDim>().lane_in_row);
   const RopeLane<kFaithful> rope_lane = RowLanes<kDim>().rope_lane(tables, a.rope.rope_dim);
   const RecordPages entry_pages(a.entries);
   // faithful pooled values are BF16-valued (the kernel rounds them)
@@ -1769,9 +1627,8 @@ __global__ void __launch_bounds__(kThreads, kMinCtas)
     const RopeTrig<kLanes, kFaithful> trig = rope_trig<kLanes>(entry * kRatio, rope_lane);
     uint8_t* const record = entry_pages.address(entry);
     ChannelPair<kFaithful> pairs[kChannels / 2];
-    rms_norm_chunk<kLanes, kFaithful>(x, reload, norm.w, weights_bounded, a.eps, kDim,
-                                      LaneSpan(lanes.lane_in_row, kDim, false), lanes.first_lane,
-                                      significand_bits, pairs);
+    rms_norm_chunk<kLanes, kFaithful>(x, reload, norm.w + kChannels * lanes.lane_in_row, weights_bounded,
+                                      a.eps, kDim, lanes.first_lane, significand_bits, pairs);
     if (a.latents != nullptr && active) {  // BF16 bits (faithful) or fp32, pair k at pair offset + k
       const int64_t offset = (index * kDim + lanes.lane_in_row * kChannels) / 2;
       store_pairs(static_cast<ChannelPair<kFaithful>*>(a.latents) + offset, pairs);
@@ -1867,7 +1724,7 @@ __global__ void __launch_bounds__(kThreads, kMinCtas) index_key_write_kernel(Ind
   load_norm_weights(a.norm_weight, norm);
   load_rope_frequencies(a.rope, tables.freqs);  // its barrier publishes the weights too
   const bool weights_bounded =
-      !kFaithful || lane_weights_bounded(norm.w, LaneSpan(RowLanes<kDim>().lane_in_row, kDim, false));
+      !kFaithful || lane_weights_bounded(norm.w + kChannels * RowLanes<kDim>().lane_in_row);
   const RopeLane<kFaithful> rope_lane = RowLanes<kDim>().rope_lane(tables, a.rope.rope_dim);
   const int significand_bits = a.keys.type == RowType::kBf16 ? 8 : 24;
   const RecordPages key_pages(a.records);
@@ -1879,9 +1736,8 @@ __global__ void __launch_bounds__(kThreads, kMinCtas) index_key_write_kernel(Ind
         const RopeTrig<kLanes, kFaithful> trig = rope_trig<kLanes>(entry * a.ratio, rope_lane);
         uint8_t* const record = key_pages.address(entry);
         ChannelPair<kFaithful> pairs[kChannels / 2];
-        rms_norm_chunk<kLanes, kFaithful>(x, reload, norm.w, weights_bounded, a.eps, kDim,
-                                          LaneSpan(lanes.lane_in_row, kDim, false), lanes.first_lane,
-                                          significand_bits, pairs);
+        rms_norm_chunk<kLanes, kFaithful>(x, reload, norm.w + kChannels * lanes.lane_in_row, weights_bounded,
+                                          a.eps, kDim, lanes.first_lane, significand_bits, pairs);
         rope_chunk<kLanes, kFaithful>(pairs, entry * a.ratio, rope_lane, trig);
         if constexpr (kFaithful) {
           store_mxfp4_pairs(record, kDim, lanes.lane_in_row, pairs, active);
@@ -1889,37 +1745,6 @@ __global__ void __launch_bounds__(kThreads, kMinCtas) index_key_write_kernel(Ind
           unpack_pairs(pairs, x);
           store_record<RecordKind::kKey, kFaithful>(record, kDim, lanes.lane_in_row, x, active);
         }
-      });
-}
-
-// The faithful V4 index keys (key_dim 128, rope_dim 64, BF16 rows) with halves lanes (LaneSpan): lane L holds
-// channels 8L … 8L+7 of each half of its key, so each lane owns four of the 32 rotated pairs and rotates them
-// in its registers (rotate_own_pairs) with cos/sin computed ahead of RMSNorm; no shared-memory exchange, no
-// __syncwarp in the row. The ring, RMSNorm and its fallbacks read the same channels through the LaneSpan.
-template <int kMinCtas>
-__global__ void __launch_bounds__(kThreads, kMinCtas) index_key_halves_kernel(IndexKeyWriteArgs a) {
-  constexpr int kDim = 128;
-  constexpr int kLanes = RowLanes<kDim>::kLanes;
-  __shared__ RopeFrequencies freqs;
-  __shared__ InputRing<kRingUnits<kDim>> ring;
-  __shared__ NormWeights<kDim> norm;
-  load_norm_weights(a.norm_weight, norm);
-  load_rope_frequencies(a.rope, freqs);  // its barrier publishes the weights too
-  const LaneSpan span(RowLanes<kDim>().lane_in_row, kDim, true);
-  const bool weights_bounded = lane_weights_bounded(norm.w, span);
-  const RecordPages key_pages(a.records);
-  for_each_typed_input_row<kDim, true, kRingUnits<kDim>, true>(
-      a.count, a.keys.data, ring,
-      [&](float(&x)[kChannels], const auto& reload, int64_t index, bool active, const RowLanes<kDim>& lanes) {
-        const int64_t entry = a.first_entry + index;
-        const RopeTrig<kLanes, true> trig =
-            rope_trig<kLanes, true>(entry * a.ratio, freqs, 4 * lanes.lane_in_row, 1);  // pairs 4L … 4L+3
-        uint8_t* const record = key_pages.address(entry);
-        uint32_t pairs[kChannels / 2];
-        rms_norm_chunk<kLanes, true>(x, reload, norm.w, weights_bounded, a.eps, kDim, span, lanes.first_lane,
-                                     8, pairs);
-        rotate_own_pairs(pairs, trig);
-        store_mxfp4_halves(record, kDim, lanes.lane_in_row, pairs, active);
       });
 }
 
@@ -2087,26 +1912,9 @@ void write_compressed_entries(const CompressorWriteArgs& args, cudaStream_t stre
   }
 }
 
-namespace {
-
-// The halves kernel (index_key_halves_kernel) for the faithful V4 key shape with BF16 rows (s7r1/s7r2: 26.0%
-// of copy against the general kernel's 25.5-25.7%).
-bool key_halves(const IndexKeyWriteArgs& a) {
-  return a.numerics == KvNumerics::kFaithful && a.key_dim == 128 && a.rope.rope_dim == 64 &&
-         a.keys.type == RowType::kBf16;
-}
-
-}  // namespace
-
 void write_index_keys(const IndexKeyWriteArgs& args, cudaStream_t stream) {
   validate_index_key_write(args);
   if (args.count == 0) return;
-  if (key_halves(args)) {
-    const auto kernel = index_key_halves_kernel<kKeyCtasPerSm<true>>;
-    kernel<<<grid_for(kernel, args.count, 4), kThreads, 0, stream>>>(args);
-    FKV_CUDA_CHECK_LAUNCH();
-    return;
-  }
   dispatch<KeyKernels>(args.key_dim, args.numerics, [&](auto kernel, int rows_per_warp) {
     kernel<<<grid_for(kernel, args.count, rows_per_warp), kThreads, 0, stream>>>(args);
     FKV_CUDA_CHECK_LAUNCH();

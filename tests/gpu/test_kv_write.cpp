@@ -466,8 +466,7 @@ void check_compressor(int ratio, const Shape& shape, int key_dim, int64_t total,
 
 // V4 index keys written straight from rows with tiny channels and exact zeros (random_rows), not from the
 // wk GEMM of check_compressor (whose outputs rarely need the exact Σx² or the fallbacks): the key kernel's
-// RMSNorm then takes its exact-sum (the CPU's summation order) and fallback paths. BF16 rows (faithful) run
-// the halves kernel, whose lanes hold 8 channels of each half of the key (kv_write.cu, LaneSpan).
+// RMSNorm then takes its exact-sum (the CPU's summation order) and fallback paths.
 void check_keys(int64_t count, int64_t first, int ratio, fc::KvNumerics numerics, uint64_t seed) {
   INFO("keys: count " << count << " first " << first << " ratio " << ratio << " faithful "
                       << faithful(numerics) << " seed " << seed);
