@@ -140,7 +140,13 @@ void print_profile(fc::SparseAttentionArgs args, cudaStream_t stream, fc::Sparse
       name.c_str(), us(0, 1), kcycles(0, 1), phase[0], us(1, 2), kcycles(1, 2), phase[1], us(2, 3),
       kcycles(2, 3), phase[2], us(3, 4), kcycles(3, 4), us(0, 4), kcycles(0, 4));
   // the sixth key tile's iteration by stage (cycles; 0 where the variant has no such mark)
-  if (split) return;  // (one tile per CTA: no tile marks)
+  if (split) {  // (one tile per CTA: no tile marks; the combine step's marks instead)
+    std::printf(
+        "  combine %s (CTA 0, cycles): P.V end to barrier %.0f | partial push %.0f | barrier %.0f | "
+        "sum + store %.0f\n",
+        name.c_str(), d(3, 10), d(10, 11), d(11, 12), d(12, 4));
+    return;
+  }
   if (online) {
     std::printf(
         "  tile 5 %s (CTA 0, cycles): Q.K^T issue %.0f | staging %.0f | half decode %.0f | Q.K^T wait %.0f | "
@@ -261,6 +267,10 @@ int main() {
         const bool profiled = v.variant == fc::SparseAttentionVariant::kSplitKeys
                                   ? batch == 1 || batch == 8
                                   : batch == 1 || batch == 128;
+        if (v.variant == fc::SparseAttentionVariant::kSplitKeys && batch == 1) {
+          std::printf("  split_keys: %d row clusters of %d CTAs run at once on this device\n",
+                      fc::sparse_attention_split_clusters(kWindow, kTopk), (kWindow + kTopk) / 64);
+        }
         if (profiled && v.variant != fc::SparseAttentionVariant::kSplitKeysThreeLaunch) {
           print_profile(args, stream, v.variant, profile.as<unsigned long long>(), name);
         }

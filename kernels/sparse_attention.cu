@@ -1886,6 +1886,13 @@ __device__ inline void reduce_split_partials(const uint8_t* buffer, int split, i
   }
 }
 
+// Diagnostics: clock64() of the profiled CTA's thread 0 into profile word `word` (10: step 3's barrier
+// passed, 11: partial pushed, 12: partials in).
+__device__ inline void split_mark(unsigned long long* profile, int word) {
+  if (profile == nullptr || blockIdx.x != 0 || threadIdx.x != 0) return;
+  profile[word] = static_cast<unsigned long long>(clock64());
+}
+
 // Grid (S, rows), cluster (S, 1, 1) with S = key_stride / 64; the CTAs of a cluster walk rows
 // blockIdx.y, blockIdx.y + gridDim.y, ... together.
 __global__ void __launch_bounds__(kThreads, 1)
@@ -1940,7 +1947,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     started = true;
     if (holds_keys) push_split_statistics(s.logits, split, src.total, active, scale2, smem_address(stats), u);
     profile_point(profile, 2);
-    cluster_sync();  // the statistics of every split are in every table
+    cluster_sync();   // the statistics of every split are in every table
+    __syncthreads();  // (implied by the cluster barrier; stated for racecheck, which sees CTA barriers)
     float acc[128];
 #pragma unroll
     for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
@@ -1956,8 +1964,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     // GPU-scope MEMBAR in SASS).
     cluster_arrive_relaxed();
     cluster_wait();
+    __syncthreads();
+    split_mark(profile, 10);
     if (holds_keys) push_split_partial(acc, split, splits, smem_address(smem));
+    split_mark(profile, 11);
     cluster_sync();  // every partial is in its owner's buffer
+    __syncthreads();
+    split_mark(profile, 12);
     reduce_split_partials(smem, split, splits, active, args.out + row * kHeads * kDim);
     __syncthreads();  // (a next row's tile overwrites the buffer)
   }
@@ -2001,56 +2014,72 @@ size_t split_cluster_shared_bytes_max() {
   return most;
 }
 
-// Once per device: raises split_cluster_kernel's shared-memory limit, allows clusters above the portable 8
-// CTAs, and asks whether a cluster of the most CTAs (kMaxTiles) at the largest size can be scheduled at
-// all. Returns that answer (cached); false sends kSplitKeys to the one-CTA faithful kernel.
-bool split_clusters_fit() {
-  static std::atomic<uint64_t> configured_devices{0}, fitting_devices{0};
+// The launch configuration of split_cluster_kernel: grid (splits, rows), cluster (splits, 1, 1).
+struct SplitLaunch {
+  cudaLaunchConfig_t config{};
+  cudaLaunchAttribute cluster{};
+
+  SplitLaunch(int splits, int64_t rows, size_t shared_bytes, cudaStream_t stream) {
+    config.gridDim = dim3(static_cast<unsigned>(splits), static_cast<unsigned>(rows), 1);
+    config.blockDim = dim3(kThreads, 1, 1);
+    config.dynamicSmemBytes = shared_bytes;
+    config.stream = stream;
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = static_cast<unsigned>(splits);
+    cluster.val.clusterDim.y = 1;
+    cluster.val.clusterDim.z = 1;
+    config.attrs = &cluster;
+    config.numAttrs = 1;
+  }
+  SplitLaunch(const SplitLaunch&) = delete;  // (config points at cluster)
+  SplitLaunch& operator=(const SplitLaunch&) = delete;
+};
+
+// Once per device: raises split_cluster_kernel's shared-memory limit and allows clusters above the portable
+// 8 CTAs.
+void configure_split_clusters() {
+  static std::atomic<uint64_t> configured_devices{0};
   int device = 0;
   FKV_CUDA_CHECK(cudaGetDevice(&device));
   const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
-  if (bit != 0 && (configured_devices.load(std::memory_order_acquire) & bit) != 0)
-    return (fitting_devices.load(std::memory_order_acquire) & bit) != 0;
-  const auto most = static_cast<int>(split_cluster_shared_bytes_max());
-  FKV_CUDA_CHECK(
-      cudaFuncSetAttribute(split_cluster_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most));
+  if (bit != 0 && (configured_devices.load(std::memory_order_acquire) & bit) != 0) return;
+  FKV_CUDA_CHECK(cudaFuncSetAttribute(split_cluster_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(split_cluster_shared_bytes_max())));
   FKV_CUDA_CHECK(
       cudaFuncSetAttribute(split_cluster_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(kMaxTiles, 1, 1);
-  config.blockDim = dim3(kThreads, 1, 1);
-  config.dynamicSmemBytes = static_cast<size_t>(most);
-  cudaLaunchAttribute cluster{};
-  cluster.id = cudaLaunchAttributeClusterDimension;
-  cluster.val.clusterDim.x = kMaxTiles;
-  cluster.val.clusterDim.y = 1;
-  cluster.val.clusterDim.z = 1;
-  config.attrs = &cluster;
-  config.numAttrs = 1;
-  int clusters = 0;
-  FKV_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, split_cluster_kernel, &config));
-  if (clusters > 0) fitting_devices.fetch_or(bit, std::memory_order_release);
   configured_devices.fetch_or(bit, std::memory_order_release);
-  return clusters > 0;
+}
+
+// How many clusters of `key_stride` / 64 CTAs the current device runs at once.
+int split_active_clusters(int key_stride) {
+  configure_split_clusters();
+  const SplitLaunch launch(key_stride / kTileKeys, 1, split_cluster_shared_bytes(key_stride), nullptr);
+  int clusters = 0;
+  FKV_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, split_cluster_kernel, &launch.config));
+  return clusters;
+}
+
+// Whether a cluster of the most CTAs (kMaxTiles, the largest shared-memory size) can be scheduled on the
+// current device at all (asked once per device); false sends kSplitKeys to the one-CTA faithful kernel.
+bool split_clusters_fit() {
+  static std::atomic<uint64_t> asked_devices{0}, fitting_devices{0};
+  int device = 0;
+  FKV_CUDA_CHECK(cudaGetDevice(&device));
+  const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
+  if (bit != 0 && (asked_devices.load(std::memory_order_acquire) & bit) != 0)
+    return (fitting_devices.load(std::memory_order_acquire) & bit) != 0;
+  const bool fits = split_active_clusters(kSparseAttentionMaxKeys) > 0;
+  if (fits) fitting_devices.fetch_or(bit, std::memory_order_release);
+  asked_devices.fetch_or(bit, std::memory_order_release);
+  return fits;
 }
 
 // The split-keys path: one launch, a cluster of key_stride / 64 CTAs per query row, no device scratch.
 void launch_split(const SparseAttentionArgs& args, int key_stride, float scale, cudaStream_t stream) {
   constexpr int64_t kMaxGridY = 65535;  // (more rows: each cluster takes every 65535th)
-  const int splits = key_stride / kTileKeys;
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(static_cast<unsigned>(splits), static_cast<unsigned>(std::min(args.n, kMaxGridY)), 1);
-  config.blockDim = dim3(kThreads, 1, 1);
-  config.dynamicSmemBytes = split_cluster_shared_bytes(key_stride);
-  config.stream = stream;
-  cudaLaunchAttribute cluster{};
-  cluster.id = cudaLaunchAttributeClusterDimension;
-  cluster.val.clusterDim.x = static_cast<unsigned>(splits);
-  cluster.val.clusterDim.y = 1;
-  cluster.val.clusterDim.z = 1;
-  config.attrs = &cluster;
-  config.numAttrs = 1;
-  FKV_CUDA_CHECK(cudaLaunchKernelEx(&config, split_cluster_kernel, args, key_stride,
+  const SplitLaunch launch(key_stride / kTileKeys, std::min(args.n, kMaxGridY),
+                           split_cluster_shared_bytes(key_stride), stream);
+  FKV_CUDA_CHECK(cudaLaunchKernelEx(&launch.config, split_cluster_kernel, args, key_stride,
                                     scale * 1.4426950408889634f));  // (returns launch errors itself)
 }
 
@@ -2101,6 +2130,13 @@ size_t sparse_attention_workspace_bytes(int64_t n, int window_cap, int topk) {
   const auto rows = static_cast<size_t>(std::max<int64_t>(n, 0));
   return rows *
          (kHeads * key_stride * sizeof(float) + splits * kHeads * (sizeof(float2) + kDim * sizeof(float)));
+}
+
+int sparse_attention_split_clusters(int window_cap, int topk) {
+  if (window_cap < 0 || topk < 0 || window_cap + topk > kSparseAttentionMaxKeys || !runs_sm90a_code())
+    return 0;
+  const int keys = window_cap + topk;
+  return split_active_clusters(std::max(kTileKeys, (keys + kTileKeys - 1) / kTileKeys * kTileKeys));
 }
 
 SparseAttentionVariant sparse_attention_auto_variant(int64_t n) {

@@ -57,7 +57,10 @@ struct SparseAttentionArgs {
   // %globaltimer (ns) at the same points (words 5-9); words 10-18: clock64() at the stage boundaries of the
   // sixth key tile of Q·Kᵀ (10-13) and of P·V (15-18), as sparse_attention.cu's tile_mark calls place them.
   // kOnline: words 0-4 at its start, after the key list, after tile 0's decode, after the loop, at its end;
-  // words 10, 14, 17, 11, 12, 13, 15, 16 (in this order) inside the sixth tile's iteration.
+  // words 10, 14, 17, 11, 12, 13, 15, 16 (in this order) inside the sixth tile's iteration. kSplitKeys: the
+  // first row's split-0 CTA, words 0-4 at its start, after the key list, after its statistics are pushed,
+  // after P·V, at its end; words 10-12 (clock64) after the barrier before the partials, after its partial is
+  // pushed, after the barrier that brings in the others'.
   unsigned long long* profile = nullptr;
   // kSplitKeysThreeLaunch scratch (optional; bench A/B of round s8r1, goes after it): at least
   // sparse_attention_workspace_bytes(n, window_cap, topk) bytes of device memory, 16-byte aligned; when
@@ -90,6 +93,11 @@ enum class SparseAttentionVariant {
 
 void sparse_attention(const SparseAttentionArgs& args, cudaStream_t stream,
                       SparseAttentionVariant variant = SparseAttentionVariant::kAuto);
+
+// Diagnostics: how many query rows kSplitKeys runs at once on the current device (its row clusters that fit
+// side by side) for rows of window_cap + topk keys; 0 where it runs kWgmma instead (no such cluster fits, or
+// not sm_90a) or the sizes are invalid. Throws flashkv::Error(kDevice) when the device cannot be queried.
+int sparse_attention_split_clusters(int window_cap, int topk);
 
 // The variant kAuto runs for `n` rows on the current device (its numerics: see the enum). Throws
 // flashkv::Error(kDevice) when the device cannot be queried.

@@ -475,6 +475,22 @@ TEST_CASE("GPU sparse attention equals the CPU backend (faithful)", "[gpu][spars
   check_shape({"no keys at all", 1, 2, 0, 100, 10, 40, 100, 0, 128, true});
 }
 
+TEST_CASE("GPU sparse attention split keys runs its row clusters here", "[gpu][sparse_attention]") {
+  // kSplitKeys falls back to kWgmma where its clusters cannot be scheduled; on sm_90a they must fit (else the
+  // conformance test above would be checking the fallback, not the cluster kernel)
+  int device = 0, major = 0, minor = 0;
+  FKV_CUDA_CHECK(cudaGetDevice(&device));
+  FKV_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  FKV_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  if (major != 9 || minor != 0) return;  // (not sm_90a: kSplitKeys runs the mma.sync kernel)
+  const int widest = fc::sparse_attention_split_clusters(128, 512);  // 10 CTAs per cluster
+  std::printf("sparse attention split keys: %d clusters of 10 CTAs, %d of 2 at once\n", widest,
+              fc::sparse_attention_split_clusters(64, 64));
+  CHECK(widest > 0);
+  CHECK(fc::sparse_attention_split_clusters(64, 64) >= widest);
+  CHECK(fc::sparse_attention_split_clusters(128, 513) == 0);  // more keys than a row may have
+}
+
 TEST_CASE("GPU sparse attention rejects bad arguments", "[gpu][sparse_attention]") {
   fc::SparseAttentionArgs args;
   args.n = 1;
