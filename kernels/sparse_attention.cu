@@ -1719,10 +1719,14 @@ __global__ void split_reduce_kernel(SplitScratch scratch, uint16_t* out) {
 //      (max m, Σ 2^(u − m)) pushed into every CTA's statistics table; cluster barrier;
 //   2. M = max(sink, m_i) and Z = Σ_i z_i·2^(m_i − M) + 2^(sink − M) from the table (the same shuffle trees
 //      and order as split_output_kernel), P of the CTA's keys rounded to BF16, partial O = P·V (wgmma);
-//      cluster barrier (every CTA is done with its tile, which the next step overwrites);
 //   3. each CTA owns heads [64r/S, 64(r+1)/S) of the output: every CTA pushes those rows of its partial O
-//      into the owner's receive buffer (over the tile); cluster barrier; the owner adds the partials in
-//      split order and writes BF16.
+//      into the owner's receive buffer as soon as its P·V is done; cluster barrier; the owner adds the
+//      partials in split order and writes BF16.
+// Shared memory: tile (64 KB) | P (8 KB) | receive buffer (128-144 KB), whose first 16 KB hold step 1's pair
+// sums | statistics table | key list. The pair sums are dead once the statistics are pushed, i.e. before
+// any CTA passes the statistics barrier, and no CTA pushes a partial before it has passed that barrier: so
+// the buffer needs no barrier of its own, while the tile and P, which P·V reads after the barrier, stay
+// apart from it.
 // So P is normalised before its rounding and the partials are added in the same order as the three-launch
 // form: the same faithful-order numerics. CTAs past the row's last key (short rows) skip the arithmetic but
 // keep the barriers and own their output rows. No device scratch.
@@ -1736,16 +1740,17 @@ __host__ __device__ constexpr int split_owner_rows(int splits) {
   return (kHeads + splits - 1) / splits;
 }
 
-// Bytes of the region that holds tile, pair sums and P during steps 1-2 and the receive buffer in step 3.
-__host__ __device__ constexpr int split_overlay_bytes(int splits) {
-  constexpr int kSteps12 = kTileBytes + kSplitPairBytes + kSplitProbBytes;  // 88 KB
-  const int buffer = splits * split_owner_rows(splits) * kPartialRowBytes;  // 128-144 KB
-  return buffer > kSteps12 ? buffer : kSteps12;
+// Offset of the receive buffer, and its size (128-144 KB: at least the pair sums' 16 KB).
+constexpr int kSplitBufferOffset = kTileBytes + kSplitProbBytes;
+__host__ __device__ constexpr int split_buffer_bytes(int splits) {
+  return splits * split_owner_rows(splits) * kPartialRowBytes;
 }
+static_assert(split_buffer_bytes(kMaxTiles) >= kSplitPairBytes, "pair sums inside the receive buffer");
 
+// The key list (key_stride indices) is followed by the list's chunk counts (kKeyChunks) and the counts (2).
 size_t split_cluster_shared_bytes(int key_stride) {
-  return static_cast<size_t>(split_overlay_bytes(key_stride / kTileKeys)) + kSplitStatsBytes +
-         static_cast<size_t>(key_stride) * 2 * sizeof(int32_t) + 2 * sizeof(int);
+  return static_cast<size_t>(kSplitBufferOffset + split_buffer_bytes(key_stride / kTileKeys)) +
+         kSplitStatsBytes + (static_cast<size_t>(key_stride) + kKeyChunks + 2) * sizeof(int32_t);
 }
 
 __device__ inline uint32_t cluster_cta_rank() {
@@ -1886,8 +1891,8 @@ __device__ inline void reduce_split_partials(const uint8_t* buffer, int split, i
   }
 }
 
-// Diagnostics: clock64() of the profiled CTA's thread 0 into profile word `word` (10: step 3's barrier
-// passed, 11: partial pushed, 12: partials in).
+// Diagnostics: clock64() of the profiled CTA's thread 0 into profile word `word` (11: partial pushed, 12:
+// partials in).
 __device__ inline void split_mark(unsigned long long* profile, int word) {
   if (profile == nullptr || blockIdx.x != 0 || threadIdx.x != 0) return;
   profile[word] = static_cast<unsigned long long>(clock64());
@@ -1906,11 +1911,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int dim0 = 256 * (warp >> 2);
   Layout s;
   s.tile = smem;
-  s.logits = reinterpret_cast<float*>(smem + kTileBytes);  // 64 x 64 fp32 pair sums
-  uint8_t* probs = smem + kTileBytes + kSplitPairBytes;
-  auto* stats = reinterpret_cast<float2*>(smem + split_overlay_bytes(splits));
-  s.keys = reinterpret_cast<int32_t*>(smem + split_overlay_bytes(splits) + kSplitStatsBytes);
-  s.counts = s.keys + 2 * key_stride;
+  uint8_t* probs = smem + kTileBytes;
+  uint8_t* buffer = smem + kSplitBufferOffset;
+  s.logits = reinterpret_cast<float*>(buffer);  // 64 x 64 fp32 pair sums (dead before any partial comes)
+  auto* stats = reinterpret_cast<float2*>(buffer + split_buffer_bytes(splits));
+  s.keys = reinterpret_cast<int32_t*>(buffer + split_buffer_bytes(splits) + kSplitStatsBytes);
+  s.counts = s.keys + key_stride + kKeyChunks;
   s.key_stride = key_stride;
   s.prob_row_bytes = kTileKeys * 2;
   s.profile = nullptr;
@@ -1924,7 +1930,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const KeySlots slots = load_key_slots(args, row);
     uint32_t qa[16][4];
     load_q_fragments(args.q + row * kHeads * kDim, head0, dim0, qa);
-    compact_key_list(args, slots, s.keys + key_stride, s.keys, s.counts);
+    compact_key_list(args, slots, s.keys + key_stride, s.keys, s.counts);  // (chunk counts after the list)
     const KeySource src{args.window_records, args.entry_records, s.counts[0], s.counts[1]};
     const int active = (src.total + kTileKeys - 1) / kTileKeys;  // the row's CTAs that hold keys
     const bool holds_keys = split < active;                      // (uniform over the CTA)
@@ -1959,20 +1965,13 @@ __global__ void __launch_bounds__(kThreads, 1)
       wait_wgmma(acc);
     }
     profile_point(profile, 3);
-    // every CTA is done with its tile and P (its wgmma and ldmatrix reads have completed): the receive
-    // buffers may overwrite them. Relaxed: nothing written here is read after it (a release arrive costs a
-    // GPU-scope MEMBAR in SASS).
-    cluster_arrive_relaxed();
-    cluster_wait();
-    __syncthreads();
-    split_mark(profile, 10);
-    if (holds_keys) push_split_partial(acc, split, splits, smem_address(smem));
+    if (holds_keys) push_split_partial(acc, split, splits, smem_address(buffer));
     split_mark(profile, 11);
-    cluster_sync();  // every partial is in its owner's buffer
-    __syncthreads();
+    cluster_sync();   // every partial is in its owner's buffer
+    __syncthreads();  // (implied; for racecheck)
     split_mark(profile, 12);
-    reduce_split_partials(smem, split, splits, active, args.out + row * kHeads * kDim);
-    __syncthreads();  // (a next row's tile overwrites the buffer)
+    reduce_split_partials(buffer, split, splits, active, args.out + row * kHeads * kDim);
+    __syncthreads();  // (the next row's pair sums overwrite the buffer)
   }
   if (!started) cluster_wait();  // (no rows: the barrier's phase still completes)
   profile_point(profile, 4);

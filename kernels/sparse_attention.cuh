@@ -59,8 +59,8 @@ struct SparseAttentionArgs {
   // kOnline: words 0-4 at its start, after the key list, after tile 0's decode, after the loop, at its end;
   // words 10, 14, 17, 11, 12, 13, 15, 16 (in this order) inside the sixth tile's iteration. kSplitKeys: the
   // first row's split-0 CTA, words 0-4 at its start, after the key list, after its statistics are pushed,
-  // after P·V, at its end; words 10-12 (clock64) after the barrier before the partials, after its partial is
-  // pushed, after the barrier that brings in the others'.
+  // after P·V, at its end; words 11-12 (clock64) after its partial is pushed and after the barrier that
+  // brings in the others'.
   unsigned long long* profile = nullptr;
   // kSplitKeysThreeLaunch scratch (optional; bench A/B of round s8r1, goes after it): at least
   // sparse_attention_workspace_bytes(n, window_cap, topk) bytes of device memory, 16-byte aligned; when
