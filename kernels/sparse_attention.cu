@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 
 #include <flashkv/numeric/scalar_codecs.hpp>
@@ -1898,8 +1899,8 @@ __device__ inline void split_mark(unsigned long long* profile, int word) {
   profile[word] = static_cast<unsigned long long>(clock64());
 }
 
-// Grid (S, rows), cluster (S, 1, 1) with S = key_stride / 64; the CTAs of a cluster walk rows
-// blockIdx.y, blockIdx.y + gridDim.y, ... together.
+// Grid (S·rows), cluster (S) with S = key_stride / 64: CTA r of cluster i takes keys [64r, 64r + 64) of row
+// i.
 __global__ void __launch_bounds__(kThreads, 1)
     split_cluster_kernel(SparseAttentionArgs args, int key_stride, float scale2) {
   extern __shared__ __align__(1024) uint8_t smem[];
@@ -1920,60 +1921,55 @@ __global__ void __launch_bounds__(kThreads, 1)
   s.key_stride = key_stride;
   s.prob_row_bytes = kTileKeys * 2;
   s.profile = nullptr;
-  unsigned long long* profile = blockIdx.y == 0 ? args.profile : nullptr;
+  const int64_t row = blockIdx.x / splits;
+  unsigned long long* profile = row == 0 ? args.profile : nullptr;
   profile_point(profile, 0);
   // this CTA has started: the others may write into its shared memory once they have waited for this
   cluster_arrive_relaxed();
-  bool started = false;
   const float lane_sink = lane < 8 ? __ldg(args.sink + warp * 8 + lane) : 0.0f;
-  for (int64_t row = blockIdx.y; row < args.n; row += gridDim.y) {
-    const KeySlots slots = load_key_slots(args, row);
-    uint32_t qa[16][4];
-    load_q_fragments(args.q + row * kHeads * kDim, head0, dim0, qa);
-    compact_key_list(args, slots, s.keys + key_stride, s.keys, s.counts);  // (chunk counts after the list)
-    const KeySource src{args.window_records, args.entry_records, s.counts[0], s.counts[1]};
-    const int active = (src.total + kTileKeys - 1) / kTileKeys;  // the row's CTAs that hold keys
-    const bool holds_keys = split < active;                      // (uniform over the CTA)
-    profile_point(profile, 1);
-    float2 u[8];
-    if (holds_keys) {
-      TileRecords<kTileKeys> records;
-      load_tile(s, src, split, records);
-      store_tile<kTileKeys>(s.tile, src, split, records);
-      __syncthreads();
-      float acc[32];
+  const KeySlots slots = load_key_slots(args, row);
+  uint32_t qa[16][4];
+  load_q_fragments(args.q + row * kHeads * kDim, head0, dim0, qa);
+  compact_key_list(args, slots, s.keys + key_stride, s.keys, s.counts);  // (chunk counts after the list)
+  const KeySource src{args.window_records, args.entry_records, s.counts[0], s.counts[1]};
+  const int active = (src.total + kTileKeys - 1) / kTileKeys;  // the row's CTAs that hold keys
+  const bool holds_keys = split < active;                      // (uniform over the CTA)
+  profile_point(profile, 1);
+  float2 u[8];
+  if (holds_keys) {
+    TileRecords<kTileKeys> records;
+    load_tile(s, src, split, records);
+    store_tile<kTileKeys>(s.tile, src, split, records);
+    __syncthreads();
+    float acc[32];
 #pragma unroll
-      for (int i = 0; i < 32; ++i) acc[i] = 0.0f;
-      issue_qk_wgmma(acc, qa, smem_address(s.tile), dim0);
-      wait_wgmma(acc);
-      sum_halves<8>(s.logits, kTileKeys, 0, acc);
-      __syncthreads();
-    }
-    if (!started) cluster_wait();  // every CTA of the cluster has started
-    started = true;
-    if (holds_keys) push_split_statistics(s.logits, split, src.total, active, scale2, smem_address(stats), u);
-    profile_point(profile, 2);
-    cluster_sync();   // the statistics of every split are in every table
-    __syncthreads();  // (implied by the cluster barrier; stated for racecheck, which sees CTA barriers)
-    float acc[128];
-#pragma unroll
-    for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
-    if (holds_keys) {
-      split_probabilities(stats, split, src.total, active, lane_sink, u, probs);
-      __syncthreads();
-      issue_pv_wgmma<4>(acc, probs, kTileKeys * 2, 0, smem_address(s.tile), kSlabBytes);
-      wait_wgmma(acc);
-    }
-    profile_point(profile, 3);
-    if (holds_keys) push_split_partial(acc, split, splits, smem_address(buffer));
-    split_mark(profile, 11);
-    cluster_sync();   // every partial is in its owner's buffer
-    __syncthreads();  // (implied; for racecheck)
-    split_mark(profile, 12);
-    reduce_split_partials(buffer, split, splits, active, args.out + row * kHeads * kDim);
-    __syncthreads();  // (the next row's pair sums overwrite the buffer)
+    for (int i = 0; i < 32; ++i) acc[i] = 0.0f;
+    issue_qk_wgmma(acc, qa, smem_address(s.tile), dim0);
+    wait_wgmma(acc);
+    sum_halves<8>(s.logits, kTileKeys, 0, acc);
+    __syncthreads();
   }
-  if (!started) cluster_wait();  // (no rows: the barrier's phase still completes)
+  cluster_wait();  // every CTA of the cluster has started
+  if (holds_keys) push_split_statistics(s.logits, split, src.total, active, scale2, smem_address(stats), u);
+  profile_point(profile, 2);
+  cluster_sync();   // the statistics of every split are in every table
+  __syncthreads();  // (implied by the cluster barrier; stated for racecheck, which sees CTA barriers)
+  float acc[128];
+#pragma unroll
+  for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
+  if (holds_keys) {
+    split_probabilities(stats, split, src.total, active, lane_sink, u, probs);
+    __syncthreads();
+    issue_pv_wgmma<4>(acc, probs, kTileKeys * 2, 0, smem_address(s.tile), kSlabBytes);
+    wait_wgmma(acc);
+  }
+  profile_point(profile, 3);
+  if (holds_keys) push_split_partial(acc, split, splits, smem_address(buffer));
+  split_mark(profile, 11);
+  cluster_sync();   // every partial is in its owner's buffer (and no CTA accesses another's after this)
+  __syncthreads();  // (implied; for racecheck)
+  split_mark(profile, 12);
+  reduce_split_partials(buffer, split, splits, active, args.out + row * kHeads * kDim);
   profile_point(profile, 4);
 }
 
@@ -2013,13 +2009,13 @@ size_t split_cluster_shared_bytes_max() {
   return most;
 }
 
-// The launch configuration of split_cluster_kernel: grid (splits, rows), cluster (splits, 1, 1).
+// The launch configuration of split_cluster_kernel: grid (splits·rows), cluster (splits).
 struct SplitLaunch {
   cudaLaunchConfig_t config{};
   cudaLaunchAttribute cluster{};
 
   SplitLaunch(int splits, int64_t rows, size_t shared_bytes, cudaStream_t stream) {
-    config.gridDim = dim3(static_cast<unsigned>(splits), static_cast<unsigned>(rows), 1);
+    config.gridDim = dim3(static_cast<unsigned>(splits * rows), 1, 1);
     config.blockDim = dim3(kThreads, 1, 1);
     config.dynamicSmemBytes = shared_bytes;
     config.stream = stream;
@@ -2075,9 +2071,7 @@ bool split_clusters_fit() {
 
 // The split-keys path: one launch, a cluster of key_stride / 64 CTAs per query row, no device scratch.
 void launch_split(const SparseAttentionArgs& args, int key_stride, float scale, cudaStream_t stream) {
-  constexpr int64_t kMaxGridY = 65535;  // (more rows: each cluster takes every 65535th)
-  const SplitLaunch launch(key_stride / kTileKeys, std::min(args.n, kMaxGridY),
-                           split_cluster_shared_bytes(key_stride), stream);
+  const SplitLaunch launch(key_stride / kTileKeys, args.n, split_cluster_shared_bytes(key_stride), stream);
   FKV_CUDA_CHECK(cudaLaunchKernelEx(&launch.config, split_cluster_kernel, args, key_stride,
                                     scale * 1.4426950408889634f));  // (returns launch errors itself)
 }
@@ -2166,7 +2160,9 @@ void sparse_attention(const SparseAttentionArgs& args, cudaStream_t stream, Spar
       // its kernels are wgmma-only: elsewhere (the compute_90 PTX on a later device) the mma.sync kernel;
       // where its clusters cannot be scheduled, the one-CTA faithful kernel
       if (!runs_sm90a_code()) return launch<0>(args, key_stride, scale, stream);
-      if (split_clusters_fit()) return launch_split(args, key_stride, scale, stream);
+      // (a grid of splits · n CTAs: up to 2^31 − 1, i.e. ~2·10^8 rows at most)
+      if (split_clusters_fit() && args.n <= std::numeric_limits<int32_t>::max() / kMaxTiles)
+        return launch_split(args, key_stride, scale, stream);
       return launch<1>(args, key_stride, scale, stream);
     case SparseAttentionVariant::kSplitKeysThreeLaunch:
       if (runs_sm90a_code()) return launch_split_three(args, key_stride, scale, stream);
