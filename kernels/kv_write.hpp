@@ -1,6 +1,6 @@
 // Host-side argument validation of the KV write launchers (kv_write.cuh). Implemented in kv_write.cpp because
 // throwing flashkv::Error with a formatted message needs fmt, which nvcc's C++17 mode cannot compile; this
-// header is plain C++17 so kv_write.cu can include it.
+// header is plain C++17 so the kv_write_*.cu kernels can include it.
 #pragma once
 
 #include "kv_write.cuh"

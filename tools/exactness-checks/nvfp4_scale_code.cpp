@@ -1,4 +1,4 @@
-// Checks kv_write.cu nvfp4_scale_code_fast (divide_by_scale(max.NaN(amax, floor), 6, RN(1/6)) with fma, then the
+// Checks kv_write_records.cuh nvfp4_scale_code_fast (divide_by_scale(max.NaN(amax, floor), 6, RN(1/6)) with fma, then the
 // satfinite E4M3 conversion, q > 464 -> 0x7F) against the CPU's nvfp4_block_scale_code (include/flashkv/numeric).
 // Cases: every non-negative and every NaN fp32 amax bit pattern (2^31 + NaNs); needs -I include.
 // Expected: "<N> amax values, 0 mismatches", exit 0.

@@ -1,4 +1,4 @@
-// Checks kv_write.cu RecordPages::address: page = mulhi64(ceil(2^64/d), n) (Lemire-Kaser-Kurz) against
+// Checks kv_write_records.cuh RecordPages::address: page = mulhi64(ceil(2^64/d), n) (Lemire-Kaser-Kurz) against
 // floor(n/d), for 32-bit n and 2 <= d < 2^32.
 // Cases: ~9.5·10^7 (small d exhaustive-ish, random d/n, multiples of d and ±1, d near 2^32).
 // Expected: "<N> checks, 0 bad".

@@ -1,4 +1,4 @@
-// Checks kv_write.cu's RMSNorm fast path (r = RN32(one double Newton step from rsqrt.approx, eps0 up to 2^-20),
+// Checks kv_write_rms_norm.cuh's RMSNorm fast path (r = RN32(one double Newton step from rsqrt.approx, eps0 up to 2^-20),
 // estimate RN(RN(w·x)·r) since session 7 (was RN(w·RN(x·r)); argv[2] = "old" checks that one), margin 3) and the
 // fallback's double w·(x·r1) (decided at 2^-39) against the CPU's bf16(fp32(w·(x/sqrt(ms)))). Cases: 400000 rows
 // (argv[1]) x 512 channels = 2.048·10^8, with zeros and tiny x. Expected (README): bad 0 on both paths.

@@ -1,8 +1,8 @@
-// Checks kv_write.cu's faithful RoPE fast path (cos_sin_f32 + rotate_pair): cos/sin of the fp32 angle in fp32
-// from the k·π/128 table (kernels/rope_sincos_table.inc, the kernel's own constants) and short polynomials,
-// the rotation in fp32, and the decision "BF16(RD(u − B)) == BF16(RU(u + B)) for both values" with
-// B = RN(RN(|re| + |im|)·5·2^-24 + 2^-120). The kernel's operations, with std::fma, -ffp-contract=off and the
-// directed roundings by fesetround.
+// Checks kv_write_rope.cuh's faithful RoPE fast path (cos_sin_f32 + rotate_pair): cos/sin of the fp32 angle
+// in fp32 from the k·π/128 table (kernels/rope_sincos_table.inc, the kernel's own constants) and short
+// polynomials, the rotation in fp32, and the decision "BF16(RD(u − B)) == BF16(RU(u + B)) for both values"
+// with B = RN(RN(|re| + |im|)·5·2^-24 + 2^-120). The kernel's operations, with std::fma, -ffp-contract=off
+// and the directed roundings by fesetround.
 //   A) cos/sin error against long double cosl/sinl, in units of 2^-24 (absolute); the kernel's bound
 //      kRotationBound assumes at most 1.2.
 //   B) every decided pair against the CPU's rotate (rope.cpp: c32 = RN32(cos(double a)) with glibc, the
