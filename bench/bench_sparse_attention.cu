@@ -276,10 +276,10 @@ int main() {
             (profiled && v.variant == fc::SparseAttentionVariant::kSplitKeys)) {
           print_agreement(args, stream, v.variant, reference.as<uint16_t>(), name);
         }
-        const bool queued = online_variant(v.variant)
-                                ? batch == 1 || batch == 128 || batch == 256
-                                : split_variant(v.variant) && (batch == 1 || batch == 8);
-        if (queued) {
+        const bool queued_row = online_variant(v.variant)
+                                    ? batch == 1 || batch == 128 || batch == 256
+                                    : split_variant(v.variant) && (batch == 1 || batch == 8);
+        if (queued_row) {
           // the GPU kept busy by one untimed call before the start event, so the host's launch latency is
           // outside the event pair (as the indexer's _queued rows; an empty launch measures ~7.5 us above)
           const double queued = fb::median_ms_after(
