@@ -35,9 +35,9 @@ template <bool kFaithful>
 constexpr int kCompressorCtasPerSm = kFaithful ? 4 : 3;
 // Key kernels: as the window's. With the four pairs' cos/sin computed ahead of RMSNorm (rope_trig: twelve
 // more live values) the key kernel spilled 56/108 B at 64 registers until the norm weights moved to shared
-// memory (NormWeights); now it spills 4/12 B. s7r1/s7r2 A/B: 80 registers (3 CTAs) tied (25.5% of copy),
-// 48 registers (5 CTAs, 20/32 B spilled) lost (24.9%), as did the window (53.1% vs 57.0%) and ratio 1 (60.2%
-// vs 63.3%) at 48.
+// memory (NormWeights), 4/12 B after that, none since its page lookup follows RMSNorm (session 8).
+// s7r1/s7r2 A/B: 80 registers (3 CTAs) tied (25.5% of copy), 48 registers (5 CTAs, 20/32 B spilled) lost
+// (24.9%), as did the window (53.1% vs 57.0%) and ratio 1 (60.2% vs 63.3%) at 48.
 template <bool kFaithful>
 constexpr int kKeyCtasPerSm = kFaithful ? 4 : 3;
 
