@@ -1141,18 +1141,36 @@ __device__ inline bool shared_misaligned(const uint8_t* smem) {
   return true;
 }
 
+// A yes/no property of the current device, asked once per device (0-63; others every time) and cached: the
+// small batches' calls pay every host microsecond.
+class DeviceFlag {
+ public:
+  template <typename Ask>
+  bool get(Ask&& ask) {
+    int device = 0;
+    FKV_CUDA_CHECK(cudaGetDevice(&device));
+    const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
+    if (bit != 0 && (asked_.load(std::memory_order_acquire) & bit) != 0)
+      return (set_.load(std::memory_order_acquire) & bit) != 0;
+    const bool value = ask(device);
+    if (value) set_.fetch_or(bit, std::memory_order_release);
+    asked_.fetch_or(bit, std::memory_order_release);
+    return value;
+  }
+
+ private:
+  std::atomic<uint64_t> asked_{0}, set_{0};
+};
+
 // Raises `kernel`'s shared-memory limit to `bytes` once per device (setting it on every call costs host
 // time that shows at small batches).
 template <typename Kernel>
-void configure_once(Kernel kernel, std::atomic<uint64_t>& configured_devices, size_t bytes) {
-  int device = 0;
-  FKV_CUDA_CHECK(cudaGetDevice(&device));
-  const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
-  if (bit == 0 || (configured_devices.load(std::memory_order_acquire) & bit) == 0) {
+void configure_once(Kernel kernel, DeviceFlag& configured, size_t bytes) {
+  configured.get([&](int) {
     FKV_CUDA_CHECK(
         cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
-    configured_devices.fetch_or(bit, std::memory_order_release);
-  }
+    return true;
+  });
 }
 
 // ---- single pass: online softmax (kOnline)
@@ -1541,8 +1559,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 }
 
 void launch_online(const SparseAttentionArgs& args, int key_stride, float scale, cudaStream_t stream) {
-  static std::atomic<uint64_t> configured_devices{0};
-  configure_once(online_attention_kernel, configured_devices, online_shared_bytes(kSparseAttentionMaxKeys));
+  static DeviceFlag configured;
+  configure_once(online_attention_kernel, configured, online_shared_bytes(kSparseAttentionMaxKeys));
   online_attention_kernel<<<static_cast<unsigned>(args.n), kThreads, online_shared_bytes(key_stride),
                             stream>>>(args, key_stride, scale * 1.4426950408889634f);
   FKV_CUDA_CHECK_LAUNCH();
@@ -1982,8 +2000,8 @@ size_t shared_bytes(int key_stride) {
 // shows at small batches), at the largest size any call uses; then launches it.
 template <int kImpl>
 void launch(const SparseAttentionArgs& args, int key_stride, float scale, cudaStream_t stream) {
-  static std::atomic<uint64_t> configured_devices{0};
-  configure_once(sparse_attention_kernel<kImpl>, configured_devices, shared_bytes(kSparseAttentionMaxKeys));
+  static DeviceFlag configured;
+  configure_once(sparse_attention_kernel<kImpl>, configured, shared_bytes(kSparseAttentionMaxKeys));
   sparse_attention_kernel<kImpl>
       <<<static_cast<unsigned>(args.n), kThreads, shared_bytes(key_stride), stream>>>(args, key_stride,
                                                                                       scale);
@@ -1994,11 +2012,13 @@ void launch(const SparseAttentionArgs& args, int key_stride, float scale, cudaSt
 
 // True when the current device executes this file's sm_90a machine code (compute capability 9.0).
 bool runs_sm90a_code() {
-  int device = 0, major = 0, minor = 0;
-  FKV_CUDA_CHECK(cudaGetDevice(&device));
-  FKV_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  FKV_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-  return major == 9 && minor == 0;
+  static DeviceFlag sm90a;
+  return sm90a.get([](int device) {
+    int major = 0, minor = 0;
+    FKV_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    FKV_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    return major == 9 && minor == 0;
+  });
 }
 
 // The largest shared-memory size of split_cluster_kernel over all key counts.
@@ -2033,16 +2053,14 @@ struct SplitLaunch {
 // Once per device: raises split_cluster_kernel's shared-memory limit and allows clusters above the portable
 // 8 CTAs.
 void configure_split_clusters() {
-  static std::atomic<uint64_t> configured_devices{0};
-  int device = 0;
-  FKV_CUDA_CHECK(cudaGetDevice(&device));
-  const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
-  if (bit != 0 && (configured_devices.load(std::memory_order_acquire) & bit) != 0) return;
-  FKV_CUDA_CHECK(cudaFuncSetAttribute(split_cluster_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                      static_cast<int>(split_cluster_shared_bytes_max())));
-  FKV_CUDA_CHECK(
-      cudaFuncSetAttribute(split_cluster_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-  configured_devices.fetch_or(bit, std::memory_order_release);
+  static DeviceFlag configured;
+  configured.get([](int) {
+    FKV_CUDA_CHECK(cudaFuncSetAttribute(split_cluster_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(split_cluster_shared_bytes_max())));
+    FKV_CUDA_CHECK(
+        cudaFuncSetAttribute(split_cluster_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    return true;
+  });
 }
 
 // How many clusters of `key_stride` / 64 CTAs the current device runs at once.
@@ -2057,16 +2075,8 @@ int split_active_clusters(int key_stride) {
 // Whether a cluster of the most CTAs (kMaxTiles, the largest shared-memory size) can be scheduled on the
 // current device at all (asked once per device); false sends kSplitKeys to the one-CTA faithful kernel.
 bool split_clusters_fit() {
-  static std::atomic<uint64_t> asked_devices{0}, fitting_devices{0};
-  int device = 0;
-  FKV_CUDA_CHECK(cudaGetDevice(&device));
-  const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
-  if (bit != 0 && (asked_devices.load(std::memory_order_acquire) & bit) != 0)
-    return (fitting_devices.load(std::memory_order_acquire) & bit) != 0;
-  const bool fits = split_active_clusters(kSparseAttentionMaxKeys) > 0;
-  if (fits) fitting_devices.fetch_or(bit, std::memory_order_release);
-  asked_devices.fetch_or(bit, std::memory_order_release);
-  return fits;
+  static DeviceFlag fits;
+  return fits.get([](int) { return split_active_clusters(kSparseAttentionMaxKeys) > 0; });
 }
 
 // The split-keys path: one launch, a cluster of key_stride / 64 CTAs per query row, no device scratch.
