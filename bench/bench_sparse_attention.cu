@@ -100,12 +100,6 @@ bool online_variant(fc::SparseAttentionVariant v) {
   return v == fc::SparseAttentionVariant::kOnline;
 }
 
-// The small-batch variants (_queued rows at b1 and b8, where launch latency is most of a call).
-bool split_variant(fc::SparseAttentionVariant v) {
-  return v == fc::SparseAttentionVariant::kSplitKeys ||
-         v == fc::SparseAttentionVariant::kSplitKeysThreeLaunch;
-}
-
 // Where one CTA's time goes: CTA 0's clock64 / %globaltimer at the kernel's phase boundaries (one extra
 // launch with args.profile set).
 void print_profile(fc::SparseAttentionArgs args, cudaStream_t stream, fc::SparseAttentionVariant variant,
@@ -140,9 +134,12 @@ void print_profile(fc::SparseAttentionArgs args, cudaStream_t stream, fc::Sparse
       name.c_str(), us(0, 1), kcycles(0, 1), phase[0], us(1, 2), kcycles(1, 2), phase[1], us(2, 3),
       kcycles(2, 3), phase[2], us(3, 4), kcycles(3, 4), us(0, 4), kcycles(0, 4));
   // the sixth key tile's iteration by stage (cycles; 0 where the variant has no such mark)
-  if (split) {  // (one tile per CTA: no tile marks; the combine step's marks instead)
-    std::printf("  combine %s (CTA 0, cycles): partial push %.0f | barrier %.0f | sum + store %.0f\n",
-                name.c_str(), d(3, 11), d(11, 12), d(12, 4));
+  if (split) {  // (one tile per CTA: no tile marks; the CTA's steps instead)
+    std::printf(
+        "  steps %s (CTA 0, cycles): decode %.0f | Q.K^T %.0f | cluster start %.0f | statistics %.0f | "
+        "barrier %.0f | P.V %.0f | partial store %.0f | barrier %.0f | sum + store %.0f\n",
+        name.c_str(), d(1, 13), d(13, 14), d(14, 15), d(15, 2), d(2, 16), d(16, 3), d(3, 11), d(11, 12),
+        d(12, 4));
     return;
   }
   if (online) {
@@ -239,7 +236,6 @@ int main() {
     } variants[] = {{fc::SparseAttentionVariant::kWgmma, "wgmma"},
                     {fc::SparseAttentionVariant::kOnline, "online"},
                     {fc::SparseAttentionVariant::kSplitKeys, "split_keys"},
-                    {fc::SparseAttentionVariant::kSplitKeysThreeLaunch, "split_keys_3launch"},
                     {fc::SparseAttentionVariant::kMmaSync, "mma"}};
     for (const auto& v : variants) {
       for (int batch : {1, 2, 4, 8, 16, 32, 64, 128, 132, 256}) {
@@ -269,16 +265,17 @@ int main() {
           std::printf("  split_keys: %d row clusters of %d CTAs run at once on this device\n",
                       fc::sparse_attention_split_clusters(kWindow, kTopk), (kWindow + kTopk) / 64);
         }
-        if (profiled && v.variant != fc::SparseAttentionVariant::kSplitKeysThreeLaunch) {
+        if (profiled) {
           print_profile(args, stream, v.variant, profile.as<unsigned long long>(), name);
         }
         if (((batch == 1 || batch == 128) && online_variant(v.variant)) ||
             (profiled && v.variant == fc::SparseAttentionVariant::kSplitKeys)) {
           print_agreement(args, stream, v.variant, reference.as<uint16_t>(), name);
         }
-        const bool queued_row = online_variant(v.variant)
-                                    ? batch == 1 || batch == 128 || batch == 256
-                                    : split_variant(v.variant) && (batch == 1 || batch == 8);
+        const bool queued_row =
+            online_variant(v.variant)
+                ? batch == 1 || batch == 128 || batch == 256
+                : v.variant == fc::SparseAttentionVariant::kSplitKeys && (batch == 1 || batch == 8);
         if (queued_row) {
           // the GPU kept busy by one untimed call before the start event, so the host's launch latency is
           // outside the event pair (as the indexer's _queued rows; an empty launch measures ~7.5 us above)

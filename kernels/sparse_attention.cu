@@ -1566,210 +1566,41 @@ void launch_online(const SparseAttentionArgs& args, int key_stride, float scale,
   FKV_CUDA_CHECK_LAUNCH();
 }
 
-// ---- split keys: several CTAs per query row (small batches) -----------------------------------------------
-// Exact in the same sense as the one-CTA kernel (P normalised before its BF16 rounding), in three launches:
-//   1. split_logits_kernel (row, split): S for the split's 64 keys (wgmma), written scaled to base 2 into a
-//      device scratch, with the split's per-head max m and Σ 2^(u − m);
-//   2. split_output_kernel (row, split): M = max(sink, m_i) and Z = Σ_i z_i·2^(m_i − M) + 2^(sink − M) from
-//      all splits' statistics, P of the split's keys rounded to BF16, partial O = P·V (wgmma) to the scratch;
-//   3. split_reduce_kernel: O = Σ partials in split order, rounded to BF16.
-
-struct SplitScratch {
-  float* logits;   // [n][64][key_stride] base-2 logits of every key
-  float2* stats;   // [n][splits][64] (m, z) per split and head
-  float* partial;  // [n][splits][64][512] partial outputs
-  int splits;
-};
-
 constexpr int kSplitPairBytes = kHeads * kTileKeys * sizeof(float);  // 64 x 64 fp32 (16 KB)
 
-size_t split_shared_bytes(int key_stride) {
-  return kTileBytes + kSplitPairBytes + static_cast<size_t>(key_stride) * 2 * sizeof(int32_t) +
-         2 * sizeof(int);
-}
-
-// Common prologue of the split kernels: shared-memory carve-up and the row's key list.
-__device__ inline Layout split_layout(uint8_t* smem, const SparseAttentionArgs& args, int key_stride) {
-  Layout s;
-  s.tile = smem;
-  s.logits = reinterpret_cast<float*>(smem + kTileBytes);  // 64 x 64 fp32 work area
-  s.keys = reinterpret_cast<int32_t*>(smem + kTileBytes + kSplitPairBytes);
-  s.counts = s.keys + 2 * key_stride;
-  s.key_stride = key_stride;
-  s.prob_row_bytes = kTileKeys * 2;  // (split_output_kernel's own P layout)
-  s.profile = nullptr;
-  compact_key_list(args, load_key_slots(args, blockIdx.x), s.keys + key_stride, s.keys, s.counts);
-  return s;
-}
-
-__global__ void __launch_bounds__(kThreads, 1)
-    split_logits_kernel(SparseAttentionArgs args, int key_stride, float scale2, SplitScratch scratch) {
-  extern __shared__ __align__(1024) uint8_t smem[];
-  const Layout s = split_layout(smem, args, key_stride);
-  const KeySource src{args.window_records, args.entry_records, s.counts[0], s.counts[1]};
-  const int64_t row = blockIdx.x;
-  const int split = static_cast<int>(blockIdx.y);
-  const int warp = static_cast<int>(threadIdx.x) / 32;
-  const int lane = static_cast<int>(threadIdx.x) % 32;
-  float2* stats = scratch.stats + (row * scratch.splits + split) * kHeads;
-  if (split * kTileKeys >= src.total) {  // no keys here: an empty statistic
-    if (threadIdx.x < kHeads) stats[threadIdx.x] = make_float2(-INFINITY, 0.0f);
-    return;
-  }
-  const int head0 = 16 * (warp & 3);
-  const int dim0 = 256 * (warp >> 2);
-  TileRecords<kTileKeys> records;
-  load_tile(s, src, split, records);
-  uint32_t qa[16][4];
-  load_q_fragments(args.q + row * kHeads * kDim, head0, dim0, qa);
-  store_tile<kTileKeys>(s.tile, src, split, records);
-  __syncthreads();
-  float acc[32];
-#pragma unroll
-  for (int i = 0; i < 32; ++i) acc[i] = 0.0f;
-  issue_qk_wgmma(acc, qa, smem_address(s.tile), dim0);
-  wait_wgmma(acc);
-  // the two warpgroups' half dot products meet in the 64 x 64 work area (row h, column k at k ^ 8·(h mod 8))
-  float* pair = s.logits;
-  sum_halves<8>(pair, kTileKeys, 0, acc);
-  __syncthreads();
-  // per head: base-2 logits of the split's keys to the scratch, and the split's (max, Σ 2^(u − max))
-  for (int h = warp * 8; h < warp * 8 + 8; ++h) {
-    const int k = 2 * lane;
-    const int t = split * kTileKeys + k;
-    const float2 raw = *reinterpret_cast<const float2*>(pair + h * kTileKeys + logit_column(h, k));
-    const float u0 = t < src.total ? raw.x * scale2 : -INFINITY;
-    const float u1 = t + 1 < src.total ? raw.y * scale2 : -INFINITY;
-    *reinterpret_cast<float2*>(scratch.logits + (row * kHeads + h) * key_stride + t) = make_float2(u0, u1);
-    float m = fmaxf(u0, u1);
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
-    float z = exp2_approx(u0 - m) + exp2_approx(u1 - m);
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) z += __shfl_xor_sync(0xffffffffu, z, offset);
-    if (lane == 0) stats[h] = make_float2(m, z);
-  }
-}
-
-__global__ void __launch_bounds__(kThreads, 1)
-    split_output_kernel(SparseAttentionArgs args, int key_stride, SplitScratch scratch) {
-  constexpr float kLog2e = 1.4426950408889634f;
-  extern __shared__ __align__(1024) uint8_t smem[];
-  const Layout s = split_layout(smem, args, key_stride);
-  const KeySource src{args.window_records, args.entry_records, s.counts[0], s.counts[1]};
-  const int64_t row = blockIdx.x;
-  const int split = static_cast<int>(blockIdx.y);
-  const int warp = static_cast<int>(threadIdx.x) / 32;
-  const int lane = static_cast<int>(threadIdx.x) % 32;
-  float* partial = scratch.partial + (row * scratch.splits + split) * kHeads * kDim;
-  if (split * kTileKeys >= src.total) {  // no keys here: a zero partial
-    for (int i = static_cast<int>(threadIdx.x); i < kHeads * kDim / 4; i += kThreads)
-      reinterpret_cast<float4*>(partial)[i] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    return;
-  }
-  TileRecords<kTileKeys> records;
-  load_tile(s, src, split, records);
-  // P of this split's keys, BF16, [64 heads][64 keys] at 128 B per head, chunk j of head h at j ^ (h mod 8)
-  uint8_t* probs = reinterpret_cast<uint8_t*>(s.logits);
-  const float2* stats = scratch.stats + row * scratch.splits * kHeads;
-  for (int h = warp * 8; h < warp * 8 + 8; ++h) {
-    const float sink2 = args.sink[h] * kLog2e;
-    const float2 mine = lane < scratch.splits ? stats[lane * kHeads + h] : make_float2(-INFINITY, 0.0f);
-    float peak = fmaxf(sink2, mine.x);
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2)
-      peak = fmaxf(peak, __shfl_xor_sync(0xffffffffu, peak, offset));
-    float z = mine.y > 0.0f ? mine.y * exp2_approx(mine.x - peak) : 0.0f;
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) z += __shfl_xor_sync(0xffffffffu, z, offset);
-    const float inverse = __frcp_rn(z + exp2_approx(sink2 - peak));
-    const int k = 2 * lane;
-    const int t = split * kTileKeys + k;
-    const float2 u = *reinterpret_cast<const float2*>(scratch.logits + (row * kHeads + h) * key_stride + t);
-    const float p0 = t < src.total ? exp2_approx(u.x - peak) * inverse : 0.0f;
-    const float p1 = t + 1 < src.total ? exp2_approx(u.y - peak) * inverse : 0.0f;
-    *reinterpret_cast<uint32_t*>(probs + h * 128 + (((k / 8) ^ (h & 7)) << 4) + (k % 8) * 2) =
-        bf16x2_bits(p0, p1);
-  }
-  store_tile<kTileKeys>(s.tile, src, split, records);
-  __syncthreads();
-  const int head0 = 16 * (warp & 3);
-  const int group = warp >> 2;
-  float acc[128];
-#pragma unroll
-  for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
-  issue_pv_wgmma<4>(acc, probs, kTileKeys * 2, 0, smem_address(s.tile), kSlabBytes);
-  wait_wgmma(acc);
-  const int g = lane / 4, c = lane % 4;
-#pragma unroll
-  for (int j = 0; j < 32; ++j) {
-    const int d = 256 * group + 8 * j + 2 * c;
-    *reinterpret_cast<float2*>(partial + (head0 + g) * kDim + d) = make_float2(acc[4 * j], acc[4 * j + 1]);
-    *reinterpret_cast<float2*>(partial + (head0 + g + 8) * kDim + d) =
-        make_float2(acc[4 * j + 2], acc[4 * j + 3]);
-  }
-}
-
-// out = BF16(Σ_split partial), four channels per thread, splits summed in order.
-__global__ void split_reduce_kernel(SplitScratch scratch, uint16_t* out) {
-  const int64_t row = blockIdx.x;
-  const int i = static_cast<int>(blockIdx.y) * kThreads + static_cast<int>(threadIdx.x);  // float4 index
-  const float4* partial =
-      reinterpret_cast<const float4*>(scratch.partial + row * scratch.splits * kHeads * kDim);
-  float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  for (int split = 0; split < scratch.splits; ++split) {
-    const float4 v = partial[split * (kHeads * kDim / 4) + i];
-    sum.x += v.x;
-    sum.y += v.y;
-    sum.z += v.z;
-    sum.w += v.w;
-  }
-  reinterpret_cast<uint2*>(out + row * kHeads * kDim)[i] =
-      make_uint2(bf16x2_bits(sum.x, sum.y), bf16x2_bits(sum.z, sum.w));
-}
-
 // ---- split keys in one launch: a cluster of CTAs per query row (kSplitKeys) ----------------------------
-// The three-launch form above spent most of a small batch's time outside arithmetic (s7final b1: 34.3 µs per
-// call for ~84 MFLOP): three launches and the gaps between them, the key list and the tile decoded twice,
-// the logits, statistics and partial outputs through device memory, and the output kernel's partial stores.
-// Here the CTAs of one row (one per 64 keys) form a thread-block cluster, so they are co-scheduled and can
-// write each other's shared memory (DSMEM), and everything after the launch stays on chip:
+// The three-launch form of sessions 2-7 (in git at d8eb6a9) spent most of a small batch's time outside
+// arithmetic (s7final b1: 34.3 µs per call for ~84 MFLOP): three launches and the gaps between them, the key
+// list and the tile decoded twice, the logits and statistics through device memory, and the output kernel's
+// 32-bit partial stores. Here the CTAs of one row (one per 64 keys) form a thread-block cluster, so they are
+// co-scheduled, write each other's shared memory (DSMEM) and meet at cluster barriers:
 //   1. every CTA: the row's key list, its 64 keys decoded into its tile, S = Q·Kᵀ, its statistics per head
-//      (max m, Σ 2^(u − m)) pushed into every CTA's statistics table; cluster barrier;
+//      (max m, Σ 2^(u − m)) pushed into every CTA's statistics table (DSMEM); cluster barrier;
 //   2. M = max(sink, m_i) and Z = Σ_i z_i·2^(m_i − M) + 2^(sink − M) from the table (the same shuffle trees
-//      and order as split_output_kernel), P of the CTA's keys rounded to BF16, partial O = P·V (wgmma);
-//   3. each CTA owns heads [64r/S, 64(r+1)/S) of the output: every CTA pushes those rows of its partial O
-//      into the owner's receive buffer as soon as its P·V is done; cluster barrier; the owner adds the
-//      partials in split order and writes BF16.
-// Shared memory: tile (64 KB) | P (8 KB) | receive buffer (128-144 KB), whose first 16 KB hold step 1's pair
-// sums | statistics table | key list. The pair sums are dead once the statistics are pushed, i.e. before
-// any CTA passes the statistics barrier, and no CTA pushes a partial before it has passed that barrier: so
-// the buffer needs no barrier of its own, while the tile and P, which P·V reads after the barrier, stay
-// apart from it.
-// So P is normalised before its rounding and the partials are added in the same order as the three-launch
-// form: the same faithful-order numerics. CTAs past the row's last key (short rows) skip the arithmetic but
-// keep the barriers and own their output rows. No device scratch.
+//      and order as the three-launch form), P of the CTA's keys rounded to BF16, partial O = P·V (wgmma);
+//   3. the partial O to device scratch in 16-byte stores (full sectors); cluster barrier; CTA r of S adds the
+//      partials of heads [64r/S, 64(r+1)/S) in split order and writes BF16.
+// Round s8r1 pushed the partials through DSMEM instead: 11.7K cycles for a CTA's 128 KB (~11 B/cycle), half
+// of the CTA's time; the L2 takes 16-byte stores and loads at several times that.
+// So P is normalised before its rounding and the partials are added in split order: the three-launch form's
+// faithful-order numerics. CTAs past the row's last key (short rows) skip the arithmetic but keep the
+// barriers and own their output heads.
 
 constexpr int kSplitProbBytes = kHeads * kTileKeys * 2;   // P of one CTA's 64 keys, BF16 (8 KB)
-constexpr int kPartialRowBytes = kDim * sizeof(float);    // one head's partial output row, fp32 (2 KB)
 constexpr int kSplitStatsBytes = kMaxTiles * kHeads * 8;  // the statistics table (m, z): [split][head]
 
-// Output heads per owning CTA, at most (a row's 64 heads over `splits` CTAs).
-__host__ __device__ constexpr int split_owner_rows(int splits) {
-  return (kHeads + splits - 1) / splits;
+// Shared memory: tile (64 KB) | P (8 KB) | pair sums (16 KB) | statistics table | key list (key_stride
+// indices), the list's chunk counts (kKeyChunks) and the counts (2).
+constexpr int kSplitPairOffset = kTileBytes + kSplitProbBytes;
+constexpr int kSplitStatsOffset = kSplitPairOffset + kSplitPairBytes;
+// Device scratch of the partial outputs: [n][key_stride / 64][64][512] fp32.
+size_t split_partial_bytes(int64_t n, int key_stride) {
+  return static_cast<size_t>(n) * static_cast<size_t>(key_stride / kTileKeys) * kHeads * kDim * sizeof(float);
 }
 
-// Offset of the receive buffer, and its size (128-144 KB: at least the pair sums' 16 KB).
-constexpr int kSplitBufferOffset = kTileBytes + kSplitProbBytes;
-__host__ __device__ constexpr int split_buffer_bytes(int splits) {
-  return splits * split_owner_rows(splits) * kPartialRowBytes;
-}
-static_assert(split_buffer_bytes(kMaxTiles) >= kSplitPairBytes, "pair sums inside the receive buffer");
-
-// The key list (key_stride indices) is followed by the list's chunk counts (kKeyChunks) and the counts (2).
 size_t split_cluster_shared_bytes(int key_stride) {
-  return static_cast<size_t>(kSplitBufferOffset + split_buffer_bytes(key_stride / kTileKeys)) +
-         kSplitStatsBytes + (static_cast<size_t>(key_stride) + kKeyChunks + 2) * sizeof(int32_t);
+  return static_cast<size_t>(kSplitStatsOffset + kSplitStatsBytes) +
+         (static_cast<size_t>(key_stride) + kKeyChunks + 2) * sizeof(int32_t);
 }
 
 __device__ inline uint32_t cluster_cta_rank() {
@@ -1807,7 +1638,7 @@ __device__ inline void cluster_sync() {
 
 // Step 1's statistics of the warp's 8 heads (this lane's keys 2·lane, 2·lane + 1 of the CTA's 64): base-2
 // logits into `u` (kept in registers for step 2), (m, z) pushed into the tables of the row's CTAs that hold
-// keys (lane r writes CTA r's). As split_logits_kernel computes them.
+// keys (lane r writes CTA r's).
 __device__ inline void push_split_statistics(const float* pair, int split, int total, int active,
                                              float scale2, uint32_t stats_table, float2 (&u)[8]) {
   const int warp = static_cast<int>(threadIdx.x) / 32;
@@ -1832,7 +1663,7 @@ __device__ inline void push_split_statistics(const float* pair, int split, int t
 }
 
 // Step 2's P of the warp's 8 heads (BF16, [64 heads][64 keys] at 128 B per head, chunk j of head h at
-// j ^ (h mod 8)) from the statistics table and the logits `u`; as split_output_kernel computes it.
+// j ^ (h mod 8)) from the statistics table and the logits `u`.
 __device__ inline void split_probabilities(const float2* stats, int split, int total, int active,
                                            float lane_sink, const float2 (&u)[8], uint8_t* probs) {
   constexpr float kLog2e = 1.4426950408889634f;
@@ -1861,57 +1692,55 @@ __device__ inline void split_probabilities(const float2* stats, int split, int t
 }
 
 // Step 3, sending side: this thread's partial O (acc: heads head0 + g (+8), channels 256·group + 8j + 2c
-// (+1)) into the owners' receive buffers. Owner r of S CTAs holds heads [64r/S, 64(r+1)/S); its buffer is
-// [split][owner_rows(S)][512] fp32, 16-byte chunk q of head h's row stored at q ^ (h mod 8) (a warp's
-// stores of one j then fill 32-byte segments of eight different bank groups).
-__device__ inline void push_split_partial(const float (&acc)[128], int split, int splits, uint32_t buffer) {
+// (+1)) into `partial` ([64 heads][512] fp32). Lane pairs (c, c ^ 1) swap half of their values, so that each
+// lane stores whole 16-byte chunks of one head: the even lane 4 channels of head head0 + g, the odd lane 4
+// of head head0 + g + 8; a warp's store of one j then fills 16 whole 32-byte sectors.
+__device__ inline void store_split_partial(const float (&acc)[128], float* partial) {
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int g = lane / 4, c = lane % 4;
-  const int group = warp >> 2;
+  const bool odd = (c & 1) != 0;
+  float* row = partial + (16 * (warp & 3) + g + (odd ? 8 : 0)) * kDim + 256 * (warp >> 2) + 2 * (c & 2);
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int h = 16 * (warp & 3) + g + 8 * half;
-    const int owner = (splits * (h + 1) - 1) / kHeads;
-    const int local = h - kHeads * owner / splits;
-    const uint32_t row = cluster_address(
-        buffer + static_cast<uint32_t>((split * split_owner_rows(splits) + local) * kPartialRowBytes),
-        static_cast<uint32_t>(owner));
-    const int k0 = (c >> 1) ^ g;  // (h mod 8 = g)
-#pragma unroll
-    for (int j = 0; j < 32; ++j) {
-      const int chunk = 64 * group + ((2 * j) ^ k0);
-      store_cluster(row + static_cast<uint32_t>(chunk * 16 + (c & 1) * 8), acc[4 * j + 2 * half],
-                    acc[4 * j + 2 * half + 1]);
-    }
+  for (int j = 0; j < 32; ++j) {
+    // the even lane gives its head-(g + 8) pair, the odd lane its head-g pair
+    const float take0 = __shfl_xor_sync(0xffffffffu, odd ? acc[4 * j] : acc[4 * j + 2], 1);
+    const float take1 = __shfl_xor_sync(0xffffffffu, odd ? acc[4 * j + 1] : acc[4 * j + 3], 1);
+    *reinterpret_cast<float4*>(row + 8 * j) = odd ? make_float4(take0, take1, acc[4 * j + 2], acc[4 * j + 3])
+                                                  : make_float4(acc[4 * j], acc[4 * j + 1], take0, take1);
   }
 }
 
 // Step 3, owning side: out = BF16(Σ partials of the splits holding keys, in split order) for this CTA's
-// heads, four channels per thread and step.
-__device__ inline void reduce_split_partials(const uint8_t* buffer, int split, int splits, int active,
+// heads, four channels per thread and step; `partials`: the row's [splits][64][512] fp32 (written by the
+// cluster before its barrier: read through the L2).
+__device__ inline void reduce_split_partials(const float* partials, int split, int splits, int active,
                                              uint16_t* out_row) {
   const int first = kHeads * split / splits;
-  const int rows = kHeads * (split + 1) / splits - first;
-  for (int i = static_cast<int>(threadIdx.x); i < rows * (kDim / 4); i += kThreads) {
-    const int local = i / (kDim / 4), chunk = i % (kDim / 4);
-    const int h = first + local;
-    float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    for (int s = 0; s < active; ++s) {
-      const float4 v = *reinterpret_cast<const float4*>(
-          buffer + (s * split_owner_rows(splits) + local) * kPartialRowBytes + chunk * 16);
-      sum.x += v.x;
-      sum.y += v.y;
-      sum.z += v.z;
-      sum.w += v.w;
+  const int count = (kHeads * (split + 1) / splits - first) * (kDim / 4);  // float4s of this CTA's heads
+  const auto* part = reinterpret_cast<const float4*>(partials) + first * (kDim / 4);
+  for (int i = static_cast<int>(threadIdx.x); i < count; i += kThreads) {
+    float4 v[kMaxTiles];
+#pragma unroll
+    for (int s = 0; s < kMaxTiles; ++s) {  // (all loads in flight before the sum)
+      if (s < active) v[s] = __ldcg(part + s * (kHeads * kDim / 4) + i);
     }
-    reinterpret_cast<uint2*>(out_row + h * kDim)[chunk ^ (h & 7)] =
+    float4 sum = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+    for (int s = 0; s < kMaxTiles; ++s) {
+      if (s < active) {
+        sum.x += v[s].x;
+        sum.y += v[s].y;
+        sum.z += v[s].z;
+        sum.w += v[s].w;
+      }
+    }
+    reinterpret_cast<uint2*>(out_row + first * kDim)[i] =
         make_uint2(bf16x2_bits(sum.x, sum.y), bf16x2_bits(sum.z, sum.w));
   }
 }
 
-// Diagnostics: clock64() of the profiled CTA's thread 0 into profile word `word` (11: partial pushed, 12:
-// partials in).
+// Diagnostics: clock64() of the profiled CTA's thread 0 into profile word `word` (see the header).
 __device__ inline void split_mark(unsigned long long* profile, int word) {
   if (profile == nullptr || blockIdx.x != 0 || threadIdx.x != 0) return;
   profile[word] = static_cast<unsigned long long>(clock64());
@@ -1920,7 +1749,7 @@ __device__ inline void split_mark(unsigned long long* profile, int word) {
 // Grid (S·rows), cluster (S) with S = key_stride / 64: CTA r of cluster i takes keys [64r, 64r + 64) of row
 // i.
 __global__ void __launch_bounds__(kThreads, 1)
-    split_cluster_kernel(SparseAttentionArgs args, int key_stride, float scale2) {
+    split_cluster_kernel(SparseAttentionArgs args, int key_stride, float scale2, float* partials) {
   extern __shared__ __align__(1024) uint8_t smem[];
   const int splits = key_stride / kTileKeys;
   const int split = static_cast<int>(cluster_cta_rank());
@@ -1931,10 +1760,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   Layout s;
   s.tile = smem;
   uint8_t* probs = smem + kTileBytes;
-  uint8_t* buffer = smem + kSplitBufferOffset;
-  s.logits = reinterpret_cast<float*>(buffer);  // 64 x 64 fp32 pair sums (dead before any partial comes)
-  auto* stats = reinterpret_cast<float2*>(buffer + split_buffer_bytes(splits));
-  s.keys = reinterpret_cast<int32_t*>(buffer + split_buffer_bytes(splits) + kSplitStatsBytes);
+  s.logits = reinterpret_cast<float*>(smem + kSplitPairOffset);  // 64 x 64 fp32 pair sums
+  auto* stats = reinterpret_cast<float2*>(smem + kSplitStatsOffset);
+  s.keys = reinterpret_cast<int32_t*>(smem + kSplitStatsOffset + kSplitStatsBytes);
   s.counts = s.keys + key_stride + kKeyChunks;
   s.key_stride = key_stride;
   s.prob_row_bytes = kTileKeys * 2;
@@ -1959,6 +1787,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     load_tile(s, src, split, records);
     store_tile<kTileKeys>(s.tile, src, split, records);
     __syncthreads();
+    split_mark(profile, 13);
     float acc[32];
 #pragma unroll
     for (int i = 0; i < 32; ++i) acc[i] = 0.0f;
@@ -1967,11 +1796,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     sum_halves<8>(s.logits, kTileKeys, 0, acc);
     __syncthreads();
   }
+  split_mark(profile, 14);
   cluster_wait();  // every CTA of the cluster has started
+  split_mark(profile, 15);
   if (holds_keys) push_split_statistics(s.logits, split, src.total, active, scale2, smem_address(stats), u);
   profile_point(profile, 2);
   cluster_sync();   // the statistics of every split are in every table
   __syncthreads();  // (implied by the cluster barrier; stated for racecheck, which sees CTA barriers)
+  split_mark(profile, 16);
   float acc[128];
 #pragma unroll
   for (int i = 0; i < 128; ++i) acc[i] = 0.0f;
@@ -1982,12 +1814,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     wait_wgmma(acc);
   }
   profile_point(profile, 3);
-  if (holds_keys) push_split_partial(acc, split, splits, smem_address(buffer));
+  float* row_partials = partials + row * splits * (kHeads * kDim);
+  if (holds_keys) store_split_partial(acc, row_partials + split * (kHeads * kDim));
   split_mark(profile, 11);
-  cluster_sync();   // every partial is in its owner's buffer (and no CTA accesses another's after this)
-  __syncthreads();  // (implied; for racecheck)
+  cluster_sync();  // every partial is in the L2 (release: the stores are done; acquire: L1 invalidated)
   split_mark(profile, 12);
-  reduce_split_partials(buffer, split, splits, active, args.out + row * kHeads * kDim);
+  reduce_split_partials(row_partials, split, splits, active, args.out + row * kHeads * kDim);
   profile_point(profile, 4);
 }
 
@@ -2079,60 +1911,39 @@ bool split_clusters_fit() {
   return fits.get([](int) { return split_active_clusters(kSparseAttentionMaxKeys) > 0; });
 }
 
-// The split-keys path: one launch, a cluster of key_stride / 64 CTAs per query row, no device scratch.
+// The split-keys path: one launch, a cluster of key_stride / 64 CTAs per query row; the partial outputs in
+// the caller's workspace or in scratch from the stream-ordered allocator, freed in stream order.
 void launch_split(const SparseAttentionArgs& args, int key_stride, float scale, cudaStream_t stream) {
-  const SplitLaunch launch(key_stride / kTileKeys, args.n, split_cluster_shared_bytes(key_stride), stream);
-  FKV_CUDA_CHECK(cudaLaunchKernelEx(&launch.config, split_cluster_kernel, args, key_stride,
-                                    scale * 1.4426950408889634f));  // (returns launch errors itself)
-}
-
-// The three-launch split-keys path (kSplitKeysThreeLaunch, bench A/B for round s8r1): scratch from the
-// workspace or the stream-ordered allocator, three launches, scratch freed in order.
-void launch_split_three(const SparseAttentionArgs& args, int key_stride, float scale, cudaStream_t stream) {
-  static std::atomic<uint64_t> configured_devices{0};
-  int device = 0;
-  FKV_CUDA_CHECK(cudaGetDevice(&device));
-  const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
-  const size_t smem = split_shared_bytes(key_stride);
-  if (bit == 0 || (configured_devices.load(std::memory_order_acquire) & bit) == 0) {
-    const int most = static_cast<int>(split_shared_bytes(kSparseAttentionMaxKeys));
-    FKV_CUDA_CHECK(
-        cudaFuncSetAttribute(split_logits_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most));
-    FKV_CUDA_CHECK(
-        cudaFuncSetAttribute(split_output_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most));
-    configured_devices.fetch_or(bit, std::memory_order_release);
-  }
-  const int splits = key_stride / kTileKeys;
-  const size_t n = static_cast<size_t>(args.n);
-  const size_t logits_bytes = n * kHeads * key_stride * sizeof(float);
-  const size_t stats_bytes = n * splits * kHeads * sizeof(float2);
-  const size_t partial_bytes = n * splits * kHeads * kDim * sizeof(float);
-  const size_t bytes = logits_bytes + stats_bytes + partial_bytes;
+  const size_t bytes = split_partial_bytes(args.n, key_stride);
   const bool own = args.workspace == nullptr || args.workspace_bytes < bytes;
-  uint8_t* base = static_cast<uint8_t*>(args.workspace);
-  if (own) FKV_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&base), bytes, stream));
-  SplitScratch scratch{reinterpret_cast<float*>(base), reinterpret_cast<float2*>(base + logits_bytes),
-                       reinterpret_cast<float*>(base + logits_bytes + stats_bytes), splits};
-  const dim3 grid(static_cast<unsigned>(args.n), static_cast<unsigned>(splits));
-  split_logits_kernel<<<grid, kThreads, smem, stream>>>(args, key_stride, scale * 1.4426950408889634f,
-                                                        scratch);
-  FKV_CUDA_CHECK_LAUNCH();
-  split_output_kernel<<<grid, kThreads, smem, stream>>>(args, key_stride, scratch);
-  FKV_CUDA_CHECK_LAUNCH();
-  split_reduce_kernel<<<dim3(static_cast<unsigned>(args.n), kHeads * kDim / 4 / kThreads), kThreads, 0,
-                        stream>>>(scratch, args.out);
-  FKV_CUDA_CHECK_LAUNCH();
-  if (own) FKV_CUDA_CHECK(cudaFreeAsync(base, stream));
+  void* partials = args.workspace;
+  if (own) FKV_CUDA_CHECK(cudaMallocAsync(&partials, bytes, stream));
+  const SplitLaunch launch(key_stride / kTileKeys, args.n, split_cluster_shared_bytes(key_stride), stream);
+  const cudaError_t launched = cudaLaunchKernelEx(&launch.config, split_cluster_kernel, args, key_stride,
+                                                  scale * 1.4426950408889634f, static_cast<float*>(partials));
+  if (own) FKV_CUDA_CHECK(cudaFreeAsync(partials, stream));
+  FKV_CUDA_CHECK(launched);
 }
 
 size_t sparse_attention_workspace_bytes(int64_t n, int window_cap, int topk) {
-  const int keys = window_cap + topk;
-  const auto key_stride =
-      static_cast<size_t>(std::max(kTileKeys, (keys + kTileKeys - 1) / kTileKeys * kTileKeys));
-  const size_t splits = key_stride / kTileKeys;
-  const auto rows = static_cast<size_t>(std::max<int64_t>(n, 0));
-  return rows *
-         (kHeads * key_stride * sizeof(float) + splits * kHeads * (sizeof(float2) + kDim * sizeof(float)));
+  const int keys = std::max(window_cap + topk, 0);
+  return split_partial_bytes(std::max<int64_t>(n, 0),
+                             std::max(kTileKeys, (keys + kTileKeys - 1) / kTileKeys * kTileKeys));
+}
+
+// Rows kSplitKeys runs at once for the widest rows (clusters of kMaxTiles CTAs) on the current device, asked
+// once per device (0-63) and cached.
+int split_rows_at_once() {
+  static std::atomic<int> cached[64] = {};  // rows + 1; 0: not asked yet
+  int device = 0;
+  FKV_CUDA_CHECK(cudaGetDevice(&device));
+  if (device >= 64) return split_active_clusters(kSparseAttentionMaxKeys);
+  int rows = cached[device].load(std::memory_order_acquire) - 1;
+  if (rows < 0) {
+    rows = split_clusters_fit() ? split_active_clusters(kSparseAttentionMaxKeys) : 0;
+    cached[device].store(rows + 1, std::memory_order_release);
+  }
+  return rows;
 }
 
 int sparse_attention_split_clusters(int window_cap, int topk) {
@@ -2145,9 +1956,10 @@ int sparse_attention_split_clusters(int window_cap, int topk) {
 SparseAttentionVariant sparse_attention_auto_variant(int64_t n) {
   // elsewhere than sm_90a every variant runs the mma.sync kernel
   if (!runs_sm90a_code()) return SparseAttentionVariant::kMmaSync;
-  // measured on the H200 (2026-11-29, round s4r0): split keys up to 8 rows (b8 42.7 us vs kOnline 58.1),
-  // kOnline from 16 rows (b16 58.7 us vs split keys 69.9, kWgmma 81.3; b128 65.2 vs kWgmma 86.7)
-  if (n <= 8) return SparseAttentionVariant::kSplitKeys;
+  // measured on the H200 (2026-11-30, round s8r1, 640 keys): split keys while its row clusters run in one
+  // wave (there 7 clusters of 10 CTAs: b1-b4 27.7-28.3 us per call vs kOnline 40.8-45.3), kOnline above (b8,
+  // two cluster waves: 49.3 vs 40.8; b16 70.3 vs 41.7)
+  if (n <= split_rows_at_once()) return SparseAttentionVariant::kSplitKeys;
   return SparseAttentionVariant::kOnline;
 }
 
@@ -2174,9 +1986,6 @@ void sparse_attention(const SparseAttentionArgs& args, cudaStream_t stream, Spar
       if (split_clusters_fit() && args.n <= std::numeric_limits<int32_t>::max() / kMaxTiles)
         return launch_split(args, key_stride, scale, stream);
       return launch<1>(args, key_stride, scale, stream);
-    case SparseAttentionVariant::kSplitKeysThreeLaunch:
-      if (runs_sm90a_code()) return launch_split_three(args, key_stride, scale, stream);
-      return launch<0>(args, key_stride, scale, stream);
     case SparseAttentionVariant::kMmaSync:
       return launch<0>(args, key_stride, scale, stream);
   }

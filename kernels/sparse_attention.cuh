@@ -59,33 +59,33 @@ struct SparseAttentionArgs {
   // kOnline: words 0-4 at its start, after the key list, after tile 0's decode, after the loop, at its end;
   // words 10, 14, 17, 11, 12, 13, 15, 16 (in this order) inside the sixth tile's iteration. kSplitKeys: the
   // first row's split-0 CTA, words 0-4 at its start, after the key list, after its statistics are pushed,
-  // after P·V, at its end; words 11-12 (clock64) after its partial is pushed and after the barrier that
-  // brings in the others'.
+  // after P·V, at its end; clock64 in words 13 (tile decoded), 14 (Q·Kᵀ summed), 15 (cluster started),
+  // 16 (statistics barrier passed), 11 (partial stored), 12 (partials barrier passed).
   unsigned long long* profile = nullptr;
-  // kSplitKeysThreeLaunch scratch (optional; bench A/B of round s8r1, goes after it): at least
-  // sparse_attention_workspace_bytes(n, window_cap, topk) bytes of device memory, 16-byte aligned; when
-  // absent the call takes it from cudaMallocAsync on the stream. No other variant uses device scratch.
+  // kSplitKeys scratch (optional): at least sparse_attention_workspace_bytes(n, window_cap, topk) bytes of
+  // device memory, 16-byte aligned, not used by another call at the same time; when absent (or smaller) the
+  // call takes it from cudaMallocAsync on the stream and frees it in stream order. No other variant uses it.
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
 };
 
-// Device scratch the kSplitKeysThreeLaunch variant uses for `n` rows.
+// Device scratch the kSplitKeys variant uses for `n` rows (their partial outputs: n·⌈keys/64⌉·128 KB).
 size_t sparse_attention_workspace_bytes(int64_t n, int window_cap, int topk);
 
 // Implementation choice; every variant computes the same function (the GPU test runs each against the CPU),
 // kOnline within a looser bound.
 enum class SparseAttentionVariant {
-  kAuto,  // measured fastest (H200, 2026-11-29): kSplitKeys up to 8 rows (faithful order), kOnline above
-          // (its bound) — so CudaBackend's numerics depend on the row count (sparse_attention_auto_variant)
+  kAuto,  // measured fastest (H200, 2026-11-30): kSplitKeys while its row clusters run in one wave (7 rows
+          // on the H200; faithful order), kOnline above (its bound) — so CudaBackend's numerics depend on the
+          // row count and the device (sparse_attention_auto_variant)
   kWgmma,   // one CTA per row, warpgroup wgmma (sm_90a): Q and P from registers, K/V tiles by descriptor
   kOnline,  // one CTA per row, single pass (each key tile decoded once), online softmax: P is rounded to
             // BF16 before normalisation, so NOT the faithful order — within the bound that
             // tests/gpu/test_sparse_attention.cpp derives ((2^-7 + 2^-10)·Σ p|v| + 1 BF16 ulp per element)
   kSplitKeys,  // small batches: one CTA per (row, 64 keys), the CTAs of a row one thread-block cluster
-               // (on-chip exchange, one launch, no device scratch), statistics combined exactly; where such
-               // clusters cannot be scheduled, kWgmma
-  kSplitKeysThreeLaunch,  // bench A/B only (round s8r1, then removed): kSplitKeys' arithmetic in three
-                          // launches through device scratch (workspace or cudaMallocAsync)
+               // (one launch; statistics exchanged on chip, partial outputs through the workspace or
+               // cudaMallocAsync scratch), statistics combined exactly; where such clusters cannot be
+               // scheduled, kWgmma
   // Diagnostic / portable: warp-level mma.sync m16n8k16 with the fp32 reference decoders; the path the
   // compute_90 PTX takes on a device without wgmma.
   kMmaSync,

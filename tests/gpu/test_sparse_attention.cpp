@@ -347,11 +347,10 @@ void check_shape(Shape shape) {
   const DeviceArray<int32_t> d_window_rows(window_rows), d_selection(selection);
   const DeviceArray<float> d_sink(sink);
   using V = fc::SparseAttentionVariant;
-  const V variants[] = {V::kWgmma, V::kSplitKeys, V::kMmaSync, V::kOnline, V::kSplitKeysThreeLaunch};
+  const V variants[] = {V::kWgmma, V::kSplitKeys, V::kMmaSync, V::kOnline};
   // the launchers directly, then CudaBackend (host views: window visibility, FP8 re-encoding, BF16 q)
-  const char* const variant_names[] = {"wgmma",  "split-keys",         "mma.sync",
-                                       "online", "split-keys-3launch", "CudaBackend"};
-  constexpr int kVariants = 6;
+  const char* const variant_names[] = {"wgmma", "split-keys", "mma.sync", "online", "CudaBackend"};
+  constexpr int kVariants = 5;
   const auto bound_of = [](V variant) { return variant == V::kOnline ? Bound::kOnline : Bound::kFaithful; };
   // wrong answers that the kOnline bound must reject (bound_power shapes): the CPU with sink + 4, and with
   // the last 64 selection slots of every row dropped
