@@ -1636,58 +1636,90 @@ __device__ inline void cluster_sync() {
   cluster_wait();
 }
 
-// Step 1's statistics of the warp's 8 heads (this lane's keys 2·lane, 2·lane + 1 of the CTA's 64): base-2
-// logits into `u` (kept in registers for step 2), (m, z) pushed into the tables of the row's CTAs that hold
-// keys (lane r writes CTA r's).
+// Steps 1-2 per head row: lane (j, q) of warp w takes head 8w + j (j = lane / 4) and the CTA's keys
+// [16q, 16q + 16), so a warp's 8 heads go side by side and each reduction over a head's 64 keys is 16 values
+// in registers plus two shuffles (s8r2: one head at a time over 32 lanes, ten dependent shuffles per
+// reduction, took 3.4K cycles for the statistics and most of step 2's 5.9K).
+static_assert(kMaxTiles <= 12, "a head's splits: three table entries per lane of its four");
+
+// Step 1's statistics: this lane's 16 base-2 logits into `u` (kept in registers for step 2), the head's
+// (m, z) pushed into the tables of the row's CTAs that hold keys (lane q writes those of CTAs q, q + 4, ...).
 __device__ inline void push_split_statistics(const float* pair, int split, int total, int active,
-                                             float scale2, uint32_t stats_table, float2 (&u)[8]) {
+                                             float scale2, uint32_t stats_table, float (&u)[16]) {
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
-  const uint32_t target = cluster_address(stats_table, static_cast<uint32_t>(lane < active ? lane : 0));
+  const int q = lane % 4;
+  const int h = warp * 8 + lane / 4;
+  float m = -INFINITY;
 #pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    const int h = warp * 8 + j;
-    const int k = 2 * lane;
-    const int t = split * kTileKeys + k;
-    const float2 raw = *reinterpret_cast<const float2*>(pair + h * kTileKeys + logit_column(h, k));
-    u[j].x = t < total ? raw.x * scale2 : -INFINITY;
-    u[j].y = t + 1 < total ? raw.y * scale2 : -INFINITY;
-    float m = fmaxf(u[j].x, u[j].y);
+  for (int half = 0; half < 2; ++half) {
+    // keys k0 .. k0 + 7 sit at columns logit_column(h, k0) + 0..7 (the swizzle moves whole groups of 8)
+    const int k0 = 16 * q + 8 * half;
+    const float* at = pair + h * kTileKeys + logit_column(h, k0);
+    const float4 lo = *reinterpret_cast<const float4*>(at);
+    const float4 hi = *reinterpret_cast<const float4*>(at + 4);
+    const float raw[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
 #pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, offset));
-    float z = exp2_approx(u[j].x - m) + exp2_approx(u[j].y - m);
+    for (int i = 0; i < 8; ++i) {
+      u[8 * half + i] = split * kTileKeys + k0 + i < total ? raw[i] * scale2 : -INFINITY;
+      m = fmaxf(m, u[8 * half + i]);
+    }
+  }
+  m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+  m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+  float z = 0.0f;
 #pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) z += __shfl_xor_sync(0xffffffffu, z, offset);
-    if (lane < active) store_cluster(target + static_cast<uint32_t>((split * kHeads + h) * 8), m, z);
+  for (int i = 0; i < 16; ++i) z += exp2_approx(u[i] - m);  // 2^-inf = 0 past the row's keys
+  z += __shfl_xor_sync(0xffffffffu, z, 1);
+  z += __shfl_xor_sync(0xffffffffu, z, 2);
+  for (int r = q; r < active; r += 4) {
+    store_cluster(cluster_address(stats_table, static_cast<uint32_t>(r)) +
+                      static_cast<uint32_t>((split * kHeads + h) * 8),
+                  m, z);
   }
 }
 
-// Step 2's P of the warp's 8 heads (BF16, [64 heads][64 keys] at 128 B per head, chunk j of head h at
-// j ^ (h mod 8)) from the statistics table and the logits `u`.
+// Step 2's P of this lane's head and 16 keys (BF16, [64 heads][64 keys] at 128 B per head, chunk c of head
+// h at c ^ (h mod 8)) from the statistics table and the logits `u`: M = max(sink, m_i), Z = Σ z_i·2^(m_i − M)
+// + 2^(sink − M), p = 2^(u − M) / Z rounded to BF16.
 __device__ inline void split_probabilities(const float2* stats, int split, int total, int active,
-                                           float lane_sink, const float2 (&u)[8], uint8_t* probs) {
+                                           float lane_sink, const float (&u)[16], uint8_t* probs) {
   constexpr float kLog2e = 1.4426950408889634f;
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
+  const int q = lane % 4;
+  const int h = warp * 8 + lane / 4;
+  const float sink2 = __shfl_sync(0xffffffffu, lane_sink, lane / 4) * kLog2e;
+  float2 split_stats[3];  // the table entries of splits q, q + 4, q + 8
+  float peak = sink2;
 #pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    const int h = warp * 8 + j;
-    const float sink2 = __shfl_sync(0xffffffffu, lane_sink, j) * kLog2e;
-    const float2 mine = lane < active ? stats[lane * kHeads + h] : make_float2(-INFINITY, 0.0f);
-    float peak = fmaxf(sink2, mine.x);
+  for (int i = 0; i < 3; ++i) {
+    const int r = q + 4 * i;
+    split_stats[i] = r < active ? stats[r * kHeads + h] : make_float2(-INFINITY, 0.0f);
+    peak = fmaxf(peak, split_stats[i].x);
+  }
+  peak = fmaxf(peak, __shfl_xor_sync(0xffffffffu, peak, 1));
+  peak = fmaxf(peak, __shfl_xor_sync(0xffffffffu, peak, 2));
+  float z = 0.0f;
 #pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2)
-      peak = fmaxf(peak, __shfl_xor_sync(0xffffffffu, peak, offset));
-    float z = mine.y > 0.0f ? mine.y * exp2_approx(mine.x - peak) : 0.0f;
+  for (int i = 0; i < 3; ++i)
+    z += split_stats[i].y > 0.0f ? split_stats[i].y * exp2_approx(split_stats[i].x - peak) : 0.0f;
+  z += __shfl_xor_sync(0xffffffffu, z, 1);
+  z += __shfl_xor_sync(0xffffffffu, z, 2);
+  const float inverse = __frcp_rn(z + exp2_approx(sink2 - peak));
 #pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) z += __shfl_xor_sync(0xffffffffu, z, offset);
-    const float inverse = __frcp_rn(z + exp2_approx(sink2 - peak));
-    const int k = 2 * lane;
-    const int t = split * kTileKeys + k;
-    const float p0 = t < total ? exp2_approx(u[j].x - peak) * inverse : 0.0f;
-    const float p1 = t + 1 < total ? exp2_approx(u[j].y - peak) * inverse : 0.0f;
-    *reinterpret_cast<uint32_t*>(probs + h * 128 + (((k / 8) ^ (h & 7)) << 4) + (k % 8) * 2) =
-        bf16x2_bits(p0, p1);
+  for (int half = 0; half < 2; ++half) {
+    uint32_t words[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int t = split * kTileKeys + 16 * q + 8 * half + 2 * i;
+      const float p0 = t < total ? exp2_approx(u[8 * half + 2 * i] - peak) * inverse : 0.0f;
+      const float p1 = t + 1 < total ? exp2_approx(u[8 * half + 2 * i + 1] - peak) * inverse : 0.0f;
+      words[i] = bf16x2_bits(p0, p1);
+    }
+    const int chunk = 2 * q + half;  // keys 8·chunk .. 8·chunk + 7
+    *reinterpret_cast<uint4*>(probs + h * 128 + ((chunk ^ (h & 7)) << 4)) =
+        make_uint4(words[0], words[1], words[2], words[3]);
   }
 }
 
@@ -1781,7 +1813,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int active = (src.total + kTileKeys - 1) / kTileKeys;  // the row's CTAs that hold keys
   const bool holds_keys = split < active;                      // (uniform over the CTA)
   profile_point(profile, 1);
-  float2 u[8];
+  float u[16];
   if (holds_keys) {
     TileRecords<kTileKeys> records;
     load_tile(s, src, split, records);
