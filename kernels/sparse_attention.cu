@@ -1589,9 +1589,12 @@ constexpr int kSplitPairBytes = kHeads * kTileKeys * sizeof(float);  // 64 x 64 
 constexpr int kSplitProbBytes = kHeads * kTileKeys * 2;   // P of one CTA's 64 keys, BF16 (8 KB)
 constexpr int kSplitStatsBytes = kMaxTiles * kHeads * 8;  // the statistics table (m, z): [split][head]
 
-// Shared memory: tile (64 KB) | P (8 KB) | pair sums (16 KB) | statistics table | key list (key_stride
-// indices), the list's chunk counts (kKeyChunks) and the counts (2).
-constexpr int kSplitPairOffset = kTileBytes + kSplitProbBytes;
+// Shared memory: tile (64 KB) | Q (64 KB, the tile's layout: Q·Kᵀ's A operand) | P (8 KB) | pair sums
+// (16 KB) | statistics table | key list (key_stride indices), the list's chunk counts (kKeyChunks) and the
+// counts (2).
+constexpr int kSplitQOffset = kTileBytes;
+constexpr int kSplitProbOffset = kSplitQOffset + kTileBytes;
+constexpr int kSplitPairOffset = kSplitProbOffset + kSplitProbBytes;
 constexpr int kSplitStatsOffset = kSplitPairOffset + kSplitPairBytes;
 // Device scratch of the partial outputs: [n][key_stride / 64][64][512] fp32.
 size_t split_partial_bytes(int64_t n, int key_stride) {
@@ -1787,11 +1790,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int split = static_cast<int>(cluster_cta_rank());
   const int warp = static_cast<int>(threadIdx.x) / 32;
   const int lane = static_cast<int>(threadIdx.x) % 32;
-  const int head0 = 16 * (warp & 3);
   const int dim0 = 256 * (warp >> 2);
   Layout s;
   s.tile = smem;
-  uint8_t* probs = smem + kTileBytes;
+  uint8_t* q_tile = smem + kSplitQOffset;
+  uint8_t* probs = smem + kSplitProbOffset;
   s.logits = reinterpret_cast<float*>(smem + kSplitPairOffset);  // 64 x 64 fp32 pair sums
   auto* stats = reinterpret_cast<float2*>(smem + kSplitStatsOffset);
   s.keys = reinterpret_cast<int32_t*>(smem + kSplitStatsOffset + kSplitStatsBytes);
@@ -1805,9 +1808,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   // this CTA has started: the others may write into its shared memory once they have waited for this
   cluster_arrive_relaxed();
   const float lane_sink = lane < 8 ? __ldg(args.sink + warp * 8 + lane) : 0.0f;
+  // Q into shared memory by cp.async as kOnline stages it: its first half now (overlapping the key list's
+  // round trip), the second after the records' loads, so that these do not queue behind all of Q (s8r2, Q
+  // as 64 scalar fragment loads per thread before the key list: the decode step took 7.1K cycles)
   const KeySlots slots = load_key_slots(args, row);
-  uint32_t qa[16][4];
-  load_q_fragments(args.q + row * kHeads * kDim, head0, dim0, qa);
+  stage_q<0, kQPieces / 2>(args.q + row * kHeads * kDim, q_tile);
   compact_key_list(args, slots, s.keys + key_stride, s.keys, s.counts);  // (chunk counts after the list)
   const KeySource src{args.window_records, args.entry_records, s.counts[0], s.counts[1]};
   const int active = (src.total + kTileKeys - 1) / kTileKeys;  // the row's CTAs that hold keys
@@ -1817,16 +1822,21 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (holds_keys) {
     TileRecords<kTileKeys> records;
     load_tile(s, src, split, records);
+    stage_q<kQPieces / 2, kQPieces>(args.q + row * kHeads * kDim, q_tile);
     store_tile<kTileKeys>(s.tile, src, split, records);
+    cp_async_wait_all();
+    fence_proxy_async();  // Q's copies, read by wgmma
     __syncthreads();
     split_mark(profile, 13);
     float acc[32];
 #pragma unroll
     for (int i = 0; i < 32; ++i) acc[i] = 0.0f;
-    issue_qk_wgmma(acc, qa, smem_address(s.tile), dim0);
+    issue_qk_shared<16>(acc, smem_address(q_tile), smem_address(s.tile), dim0);
     wait_wgmma(acc);
     sum_halves<8>(s.logits, kTileKeys, 0, acc);
     __syncthreads();
+  } else {
+    cp_async_wait_all();  // (Q's first half, unused here: no copy outlives the CTA)
   }
   split_mark(profile, 14);
   cluster_wait();  // every CTA of the cluster has started
