@@ -1998,10 +1998,10 @@ int sparse_attention_split_clusters(int window_cap, int topk) {
 SparseAttentionVariant sparse_attention_auto_variant(int64_t n) {
   // elsewhere than sm_90a every variant runs the mma.sync kernel
   if (!runs_sm90a_code()) return SparseAttentionVariant::kMmaSync;
-  // measured on the H200 (2026-11-30, round s8r1, 640 keys): split keys while its row clusters run in one
-  // wave (there 7 clusters of 10 CTAs: b1-b4 27.7-28.3 us per call vs kOnline 40.8-45.3), kOnline above (b8,
-  // two cluster waves: 49.3 vs 40.8; b16 70.3 vs 41.7)
-  if (n <= split_rows_at_once()) return SparseAttentionVariant::kSplitKeys;
+  // measured on the H200 (2026-11-30, round s8final, 640 keys, 7 clusters of 10 CTAs at once): split keys
+  // while its row clusters run in at most two waves (b1-b4 19.1-20.6 us per call vs kOnline 39.9-43.2; b8, two
+  // waves: 32.5 vs 40.6), kOnline above (b16, three waves: 44.5 vs 42.0)
+  if (n <= 2 * split_rows_at_once()) return SparseAttentionVariant::kSplitKeys;
   return SparseAttentionVariant::kOnline;
 }
 
