@@ -75,9 +75,9 @@ size_t sparse_attention_workspace_bytes(int64_t n, int window_cap, int topk);
 // Implementation choice; every variant computes the same function (the GPU test runs each against the CPU),
 // kOnline within a looser bound.
 enum class SparseAttentionVariant {
-  kAuto,  // measured fastest (H200, 2026-11-30): kSplitKeys while its row clusters run in one wave (7 rows
-          // on the H200; faithful order), kOnline above (its bound) — so CudaBackend's numerics depend on the
-          // row count and the device (sparse_attention_auto_variant)
+  kAuto,    // measured fastest (H200, 2026-11-30): kSplitKeys while its row clusters run in at most two
+            // waves (14 rows on the H200; faithful order), kOnline above (its bound) — so CudaBackend's
+            // numerics depend on the row count and the device (sparse_attention_auto_variant)
   kWgmma,   // one CTA per row, warpgroup wgmma (sm_90a): Q and P from registers, K/V tiles by descriptor
   kOnline,  // one CTA per row, single pass (each key tile decoded once), online softmax: P is rounded to
             // BF16 before normalisation, so NOT the faithful order — within the bound that
