@@ -563,8 +563,8 @@ __device__ inline RowInfo row_results(const PrepareShared& p, int heads, int lan
   l_lo = __reduce_min_sync(0xFFFFFFFFu, l_lo);
   l_hi = __reduce_max_sync(0xFFFFFFFFu, l_hi);
   const bool exact = (flags & kHeadExact) != 0, narrow = span <= kNarrowSpan;
-  const bool ok = narrow && exact && (flags & kHeadUsable) && l_lo >= 23 && l_hi <= 248 &&
-                  l_hi - l_lo <= kMaxTermSpread;
+  const bool ok =
+      narrow && exact && (flags & kHeadUsable) && l_lo >= 23 && l_hi <= 248 && l_hi - l_lo <= kMaxTermSpread;
   return {exact ? kRowExact | ((flags & kHeadBf16) ? kRowBf16Weights : 0) : 0,
           ok ? make_int2(lo, hi) : make_int2(1, 0), visible, narrow ? 0 : static_cast<int>(span)};
 }
@@ -583,8 +583,9 @@ __device__ inline QueryBatch load_query_batch(const FastArgs& a, int64_t row0, i
 #pragma unroll
   for (int i = 0; i < kPrepareBatch; ++i) {
     const int head = base + i * warps;
-    b.x[i] = head < heads ? reinterpret_cast<const float4*>(a.queries + (row0 * heads + head) * kFastDim)[lane]
-                          : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    b.x[i] = head < heads
+                 ? reinterpret_cast<const float4*>(a.queries + (row0 * heads + head) * kFastDim)[lane]
+                 : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     b.w[i] = head < heads ? a.weights[row0 * heads + head] : 0.0f;
   }
   return b;
@@ -681,9 +682,9 @@ struct KeyTile {
 
 // The tiles of one pipeline (fast_scores_kernel): round r < full its tile of kTileUnits units, the last round
 // (when units are left over) its even share of them (s7r2, same run: 1M b4 102.05 vs 102.78 us queued with
-// the rest dealt as whole tiles to the first pipelines, b1 43.46 vs 43.49). tail_round: the round whose tile holds entries past
-// the key buffer's end (the last pipeline's last tile when the key count is not a multiple of
-// kWarpEntries; else -1), which fill_tile_tail completes.
+// the rest dealt as whole tiles to the first pipelines, b1 43.46 vs 43.49). tail_round: the round whose tile
+// holds entries past the key buffer's end (the last pipeline's last tile when the key count is not a multiple
+// of kWarpEntries; else -1), which fill_tile_tail completes.
 struct KeyRounds {
   int pipeline, pipelines, full, rest, count, tail_round;
   __device__ KeyTile tile(int round) const {
@@ -958,7 +959,8 @@ __device__ inline KeyExponents key_exponents(const uint8_t* records, int lane, i
   // Each block's code above the smallest, per byte (no borrows: every byte is >= lo).
   const uint32_t shifts = scales - lo * 0x01010101u;
   KeyExponents k;
-  k.narrow = __all_sync(0xFFFFFFFFu, lo >= 32u && hi <= 223u && hi - lo <= static_cast<uint32_t>(kNarrowSpan));
+  k.narrow =
+      __all_sync(0xFFFFFFFFu, lo >= 32u && hi <= 223u && hi - lo <= static_cast<uint32_t>(kNarrowSpan));
   k.lowest = static_cast<int>(__reduce_min_sync(0xFFFFFFFFu, lo));
   k.highest = static_cast<int>(__reduce_max_sync(0xFFFFFFFFu, lo));
 #pragma unroll
@@ -996,8 +998,7 @@ __device__ inline void narrow_key_fragments(const uint8_t* records, const KeyExp
       const uint32_t w_hi = *reinterpret_cast<const uint16_t*>(block + i * 4 + 2);
       const uint32_t flipped = w ^ 0x88888888u, flipped_hi = __umulhi(flipped, 0x10000u);
       a[mt][i][half] = kOffsets + byte_perm(lut_lo, lut_hi, w) - byte_perm(lut_lo, lut_hi, flipped);
-      a[mt][i][2 + half] =
-          kOffsets + byte_perm(lut_lo, lut_hi, w_hi) - byte_perm(lut_lo, lut_hi, flipped_hi);
+      a[mt][i][2 + half] = kOffsets + byte_perm(lut_lo, lut_hi, w_hi) - byte_perm(lut_lo, lut_hi, flipped_hi);
     }
   }
 }
@@ -1077,7 +1078,7 @@ __device__ void score_narrow_entries(const FastArgs& a, const uint32_t (&frag_a)
     // Rare (an inexact fp32 sum near a BF16 midpoint): the terms again, summed exactly.
     double exact[4] = {0.0, 0.0, 0.0, 0.0};
     narrow_terms<kHeads, kUnroll, kBf16Weights>(frag_a, frags, starts, ws, heads, lane,
-                                  [&](int q, float term) { exact[q] += term; });
+                                                [&](int q, float term) { exact[q] += term; });
     const double total = reduce_to_lane(exact, t, [](double x, double y) { return x + y; });
     if (!certain) result = round_bf16(__double2float_rn(total));
   }

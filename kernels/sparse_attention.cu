@@ -1999,8 +1999,8 @@ SparseAttentionVariant sparse_attention_auto_variant(int64_t n) {
   // elsewhere than sm_90a every variant runs the mma.sync kernel
   if (!runs_sm90a_code()) return SparseAttentionVariant::kMmaSync;
   // measured on the H200 (2026-11-30, round s8final, 640 keys, 7 clusters of 10 CTAs at once): split keys
-  // while its row clusters run in at most two waves (b1-b4 19.1-20.6 us per call vs kOnline 39.9-43.2; b8, two
-  // waves: 32.5 vs 40.6), kOnline above (b16, three waves: 44.5 vs 42.0)
+  // while its row clusters run in at most two waves (b1-b4 19.1-20.6 us per call vs kOnline 39.9-43.2; b8,
+  // two waves: 32.5 vs 40.6), kOnline above (b16, three waves: 44.5 vs 42.0)
   if (n <= 2 * split_rows_at_once()) return SparseAttentionVariant::kSplitKeys;
   return SparseAttentionVariant::kOnline;
 }
